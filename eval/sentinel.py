@@ -1,0 +1,84 @@
+"""Re-score a saved Sentinel on a test set: `python -m eval.sentinel --model RUN_DIR [--data FILE|SOURCE ...]`.
+
+--data takes JSONL files of {"text", "label", "source"} records, or prompt-dataset names from the data layer
+(read from --data-dir / $HALUGATE_DATA_DIR). Without --data the run's own held-out split (RUN_DIR/test.jsonl)
+is used. Writes the same metrics as training (accuracy, macro-F1, per-class, per-source, confusion matrix).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from eval.metrics import classification_metrics
+from inference.formatting import sentinel_text
+from inference.labels import SENTINEL_LABELS
+
+
+def load_records(specs: list[str], data_dir: str | None) -> list[dict]:
+    from training.data.base import DataError, get_adapter, read_jsonl
+
+    records: list[dict] = []
+    for spec in specs:
+        path = Path(spec)
+        if path.suffix == ".jsonl" or path.is_file():
+            if not path.is_file():
+                raise DataError(f"{path}: file not found")
+            for i, r in enumerate(read_jsonl(path), 1):
+                missing = [k for k in ("text", "label") if k not in r]
+                if missing:
+                    raise DataError(f"{path}:{i}: record is missing {', '.join(missing)}")
+                r.setdefault("source", path.stem)
+                records.append(r)
+        else:
+            records.extend(get_adapter(spec).load(data_dir))
+    return records
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m eval.sentinel", description=__doc__.splitlines()[0])
+    p.add_argument("--model", required=True, help="Sentinel run dir (or any dir with the merged model)")
+    p.add_argument("--data", nargs="*", default=None, help="JSONL files or prompt-dataset names")
+    p.add_argument("--data-dir", default=None)
+    p.add_argument("--out", default=None, help="output dir (default: RUN_DIR/eval)")
+    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--max-length", type=int, default=256)
+    p.add_argument("--threshold", type=float, default=0.5, help="P(FACT_CHECK_NEEDED) above which to flag")
+    args = p.parse_args(argv)
+
+    from training.data.base import DataError
+    from training.predict import predict_proba
+
+    model_dir = Path(args.model)
+    try:
+        specs = args.data or [str(model_dir / "test.jsonl")]
+        records = load_records(specs, args.data_dir)
+        if not records:
+            raise DataError(f"no records in {', '.join(specs)}")
+    except DataError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    probs = predict_proba(str(model_dir), [sentinel_text(r["text"]) for r in records],
+                          batch_size=args.batch_size, max_length=args.max_length)
+    y_pred = (probs[:, 1] > args.threshold).astype(int)
+    metrics = classification_metrics([int(r["label"]) for r in records], y_pred, SENTINEL_LABELS,
+                                     groups=[r["source"] for r in records])
+    metrics.update({"model": str(model_dir), "data": specs, "threshold": args.threshold})
+    out = Path(args.out) if args.out else model_dir / "eval"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
+    with open(out / "predictions.jsonl", "w", encoding="utf-8") as fh:
+        for r, pr in zip(records, probs[:, 1]):
+            fh.write(json.dumps({**r, "p_fact_check_needed": round(float(pr), 6)}, ensure_ascii=False) + "\n")
+    print(f"accuracy {metrics['accuracy']:.4f}  macro-F1 {metrics['macro_f1']:.4f}  n={metrics['n']}  -> {out}")
+    for src, m in metrics["per_source_accuracy"].items():
+        print(f"  {src:24s} {m['accuracy']:.3f}  (n={m['n']})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

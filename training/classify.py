@@ -1,0 +1,103 @@
+"""Sequence classification runs (Sentinel, Explainer): tokenise, train, evaluate on the held-out split, save."""
+
+from __future__ import annotations
+
+import json
+import logging
+import platform
+import time
+from pathlib import Path
+
+import numpy as np
+
+from eval.metrics import classification_metrics
+from training.trainer import class_weights, save_model, setup_run, train, write_json
+
+log = logging.getLogger("halugate.training")
+
+
+def hardware() -> str:
+    import torch
+
+    if torch.cuda.is_available():
+        return f"{torch.cuda.get_device_name(0)} (CUDA)"
+    import os
+
+    return f"CPU {platform.processor() or platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}"
+
+
+def tokenize_records(tokenizer, records: list[dict], text_fields: tuple[str, ...], max_length: int):
+    from datasets import Dataset
+
+    cols = {f: [r[f] for r in records] for f in text_fields}
+    ds = Dataset.from_dict({**cols, "labels": [int(r["label"]) for r in records]})
+
+    def enc(batch):
+        args = [batch[f] for f in text_fields]
+        return tokenizer(*args, truncation=True, max_length=max_length)
+
+    return ds.map(enc, batched=True, remove_columns=list(text_fields))
+
+
+def write_jsonl(path: Path, records: list[dict]) -> None:
+    with open(path, "w", encoding="utf-8") as fh:
+        for r in records:
+            fh.write(json.dumps(r, ensure_ascii=False) + "\n")
+
+
+def run_sequence_classification(cfg, train_recs, dev_recs, test_recs, labels: list[str], count_text: str,
+                                text_fields: tuple[str, ...], extra_eval: dict | None = None) -> dict:
+    """Train on train_recs, select on dev_recs, report on test_recs; returns the metrics written to metrics.json."""
+    from transformers import DataCollatorWithPadding
+
+    from training.models import build_model, load_tokenizer, resolve_base_model
+
+    out = setup_run(cfg, cfg.run.output_dir)
+    (out / "data_counts.txt").write_text(count_text + "\n", encoding="utf-8")
+    write_jsonl(out / "test.jsonl", test_recs)  # eval.* re-scores this split by default
+
+    base = resolve_base_model(cfg.model.base_model)
+    log.info("base model %s -> %s", cfg.model.base_model, base)
+    tokenizer = load_tokenizer(base)
+    model = build_model(base, "sequence", labels, cfg.model.lora)
+    if hasattr(model, "print_trainable_parameters"):
+        model.print_trainable_parameters()
+
+    train_ds = tokenize_records(tokenizer, train_recs, text_fields, cfg.model.max_length)
+    # Evaluation order does not change the metrics; sorting by length cuts padding (and CPU time) a lot.
+    dev_recs = sorted(dev_recs, key=lambda r: sum(len(r[f]) for f in text_fields))
+    test_recs = sorted(test_recs, key=lambda r: sum(len(r[f]) for f in text_fields))
+    dev_ds = tokenize_records(tokenizer, dev_recs, text_fields, cfg.model.max_length)
+    test_ds = tokenize_records(tokenizer, test_recs, text_fields, cfg.model.max_length)
+
+    def compute_metrics(pred):
+        m = classification_metrics(pred.label_ids, np.argmax(pred.predictions, -1), labels)
+        return {"accuracy": m["accuracy"], "macro_f1": m["macro_f1"]}
+
+    weights = class_weights([r["label"] for r in train_recs], len(labels)) if cfg.train.class_weighted else None
+    log.info("class weights: %s", weights)
+    started = time.time()
+    trainer = train(model, tokenizer, train_ds, dev_ds, cfg, out, compute_metrics,
+                    DataCollatorWithPadding(tokenizer), loss_weights=weights)
+    train_seconds = time.time() - started
+
+    dev_pred = trainer.predict(dev_ds)
+    test_pred = trainer.predict(test_ds)
+    y_pred = np.argmax(test_pred.predictions, -1)
+    metrics = {
+        "test": classification_metrics(test_pred.label_ids, y_pred, labels,
+                                       groups=[r["source"] for r in test_recs]),
+        "dev": classification_metrics(dev_pred.label_ids, np.argmax(dev_pred.predictions, -1), labels),
+        "train_size": len(train_recs), "dev_size": len(dev_recs), "test_size": len(test_recs),
+        "base_model": cfg.model.base_model,
+        "global_steps": trainer.state.global_step,
+        "train_seconds": round(train_seconds, 1),
+        "hardware": hardware(),
+    }
+    if extra_eval:
+        metrics.update(extra_eval)
+    save_model(trainer, tokenizer, out, labels)
+    write_json(out / "metrics.json", metrics)
+    t = metrics["test"]
+    log.info("test accuracy %.4f macro-F1 %.4f (n=%d); run dir %s", t["accuracy"], t["macro_f1"], t["n"], out)
+    return metrics

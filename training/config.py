@@ -1,0 +1,84 @@
+"""Config sections shared by the three training recipes (loaded with inference.config)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal, Optional
+
+
+@dataclass
+class LoraConfig:
+    enabled: bool = True
+    r: int = 16
+    alpha: int = 32
+    dropout: float = 0.1
+    target_modules: Optional[list[str]] = None  # None: chosen from the architecture (training.models)
+
+    def validate(self):
+        if self.r <= 0:
+            raise ValueError("lora.r: must be positive")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError("lora.dropout: must be in [0, 1)")
+
+
+@dataclass
+class ModelConfig:
+    base_model: str = "answerdotai/ModernBERT-base"  # Hub id, local dir, or offline:minilm
+    max_length: int = 256
+    lora: LoraConfig = field(default_factory=LoraConfig)
+
+    def validate(self):
+        if self.max_length < 16:
+            raise ValueError("model.max_length: must be at least 16")
+
+
+@dataclass
+class TrainArgs:
+    learning_rate: float = 2e-5
+    epochs: float = 3.0
+    batch_size: int = 16
+    eval_batch_size: int = 64
+    gradient_accumulation_steps: int = 1
+    weight_decay: float = 0.01
+    warmup_ratio: float = 0.06
+    lr_scheduler: str = "linear"
+    max_steps: int = -1  # > 0 caps the run (smoke tests); -1 trains for `epochs`
+    class_weighted: bool = True  # inverse-frequency class weights in the cross-entropy
+    group_by_length: bool = True  # length-grouped batches (less padding)
+    eval_every: Literal["epoch", "steps"] = "epoch"
+    eval_steps: int = 500
+    logging_steps: int = 25
+    save_total_limit: int = 2
+    metric_for_best_model: str = "macro_f1"
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    bf16: bool = False
+    dataloader_workers: int = 0
+
+    def validate(self):
+        if self.learning_rate <= 0:
+            raise ValueError("train.learning_rate: must be positive")
+        if self.batch_size <= 0 or self.eval_batch_size <= 0:
+            raise ValueError("train.batch_size: must be positive")
+
+
+@dataclass
+class RunConfig:
+    output_dir: str = "runs/model"
+    data_dir: Optional[str] = None  # None: $HALUGATE_DATA_DIR, else the Hub
+    seed: int = 42
+
+
+@dataclass
+class SplitConfig:
+    dev: float = 0.1
+    test: float = 0.1
+
+    def validate(self):
+        if not (0 <= self.dev < 1 and 0 <= self.test < 1 and self.dev + self.test < 1):
+            raise ValueError("split: dev and test must be fractions with dev + test < 1")
+
+
+@dataclass
+class SourceSpec:
+    name: str
+    limit: Optional[int] = None  # at most this many records from the source (after dedup), sampled by seed

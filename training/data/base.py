@@ -1,0 +1,156 @@
+"""Dataset adapters: one per public dataset, loading from the Hub (users' default) or a local data dir.
+
+An adapter returns plain dict records that always carry a `source` field. Which keys the rest of a record has
+depends on the task: prompt records (`text`, `label`), span records (`context`, `question`, `answer`,
+`spans`, `task_type`) and NLI pairs (`premise`, `hypothesis`, `label`).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+DATA_DIR_ENV = "HALUGATE_DATA_DIR"
+
+
+class DataError(ValueError):
+    """Missing or malformed data; the message names the file, the dataset and what was expected."""
+
+
+def resolve_data_dir(data_dir: str | os.PathLike | None = None) -> Path | None:
+    """--data-dir wins over $HALUGATE_DATA_DIR; None means "load from the Hub"."""
+    value = data_dir or os.environ.get(DATA_DIR_ENV)
+    return Path(value).expanduser() if value else None
+
+
+@dataclass
+class Adapter:
+    """One public dataset.
+
+    `local_files` are paths relative to the data dir; `load_local` reads them, `load_hub` reads the Hub copy.
+    """
+
+    name: str
+    kind: str  # "prompt" | "span" | "nli"
+    local_files: list[str]
+    load_local: Callable[[Path], Iterable[dict]] | None
+    hub_id: str | None = None
+    load_hub: Callable[[], Iterable[dict]] | None = None
+    description: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def missing_files(self, data_dir: Path) -> list[Path]:
+        return [data_dir / f for f in self.local_files if not (data_dir / f).exists()]
+
+    def load(self, data_dir: str | os.PathLike | None = None, limit: int | None = None) -> list[dict]:
+        root = resolve_data_dir(data_dir)
+        if root is not None and self.load_local is None and self.load_hub is not None:
+            root = None  # no local copy of this dataset exists: the Hub is the only source
+        if root is not None:
+            if not root.is_dir():
+                raise DataError(
+                    f"data dir {root} does not exist; dataset {self.name!r} expects: "
+                    + ", ".join(self.local_files)
+                )
+            missing = self.missing_files(root)
+            if missing:
+                raise DataError(
+                    f"dataset {self.name!r}: missing under {root}: " + ", ".join(str(m) for m in missing)
+                )
+            rows = self.load_local(root)
+        else:
+            if self.load_hub is None:
+                if self.load_local is not None:
+                    raise DataError(
+                        f"dataset {self.name!r} is read from a local data dir; pass --data-dir or set "
+                        f"{DATA_DIR_ENV} to a folder with: {', '.join(self.local_files)}"
+                    )
+                raise DataError(
+                    f"dataset {self.name!r} has no Hub loader; pass --data-dir or set {DATA_DIR_ENV} "
+                    f"to a folder with: {', '.join(self.local_files)}"
+                )
+            rows = self.load_hub()
+        out = []
+        for row in rows:
+            row.setdefault("source", self.name)
+            out.append(row)
+            if limit is not None and len(out) >= limit:
+                break
+        return out
+
+
+REGISTRY: dict[str, Adapter] = {}
+
+
+def register(adapter: Adapter) -> Adapter:
+    if adapter.name in REGISTRY:
+        raise ValueError(f"adapter {adapter.name!r} registered twice")
+    REGISTRY[adapter.name] = adapter
+    return adapter
+
+
+def get_adapter(name: str) -> Adapter:
+    _import_all()
+    if name not in REGISTRY:
+        raise DataError(f"unknown dataset {name!r}; known: {', '.join(sorted(REGISTRY))}")
+    return REGISTRY[name]
+
+
+def _import_all() -> None:
+    # Adapters register themselves on import; the modules are cheap (no torch, no datasets at import).
+    import importlib
+
+    for mod in ("prompts", "spans", "nli"):
+        try:
+            importlib.import_module(f"training.data.{mod}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"training.data.{mod}":
+                raise
+
+
+# ---- small readers shared by adapters ----------------------------------------------------------------------
+
+def read_jsonl(path: Path) -> Iterator[dict]:
+    with open(path, encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, 1):
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                yield json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise DataError(f"{path}:{lineno}: invalid JSON ({exc.msg})") from None
+
+
+def read_json(path: Path) -> Any:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return json.load(fh)
+    except json.JSONDecodeError as exc:
+        raise DataError(f"{path}:{exc.lineno}: invalid JSON ({exc.msg})") from None
+
+
+def read_csv(path: Path, **kwargs) -> Iterator[dict]:
+    csv.field_size_limit(1 << 28)
+    with open(path, encoding="utf-8", newline="") as fh:
+        yield from csv.DictReader(fh, **kwargs)
+
+
+def hub_rows(hub_id: str, config: str | None = None, split: str = "train") -> Iterator[dict]:
+    """Rows of a Hub dataset; imported lazily so that local-only use never touches `datasets`."""
+    from datasets import load_dataset
+
+    try:
+        ds = load_dataset(hub_id, config, split=split)
+    except Exception as exc:  # noqa: BLE001 - re-raised with the offline hint
+        raise DataError(
+            f"could not load {hub_id!r} ({config or 'default'}, {split}) from the Hugging Face Hub: "
+            f"{type(exc).__name__}: {str(exc)[:200]}. Without Hub access pass --data-dir (or set "
+            f"{DATA_DIR_ENV}) and use the offline config."
+        ) from None
+    yield from ds

@@ -1,0 +1,237 @@
+"""Prompt adapters for the Sentinel: `{"text", "label", "source"}` records.
+
+label 1 = FACT_CHECK_NEEDED (fact-seeking prompts), 0 = NO_FACT_CHECK_NEEDED (creative, coding, rewriting).
+Each adapter's label comes from what the dataset *is* (a QA benchmark, a creative-writing corpus), never from
+a guess about a single row, except where the docstring says a written rule selects rows (Alpaca, WizardLM).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from training.data.base import Adapter, hub_rows, read_csv, read_json, read_jsonl, register
+
+POS, NEG = 1, 0
+
+
+def _rec(text: str, label: int, **extra) -> dict:
+    return {"text": text.strip(), "label": label, **extra}
+
+
+def _prompt_adapter(name, label, local_files, local, hub_id=None, hub=None, description=""):
+    return register(Adapter(name=name, kind="prompt", local_files=local_files, load_local=local,
+                            hub_id=hub_id, load_hub=hub, description=description, extra={"label": label}))
+
+
+# ---- fact-seeking positives ----------------------------------------------------------------------------------
+
+_prompt_adapter(
+    "nq_open", POS, ["nq_open/NQ-open.dev.jsonl", "nq_open/NQ-open.efficientqa.dev.1.1.jsonl",
+                     "nq_open/NQ-open.efficientqa.test.1.1.jsonl"],
+    lambda d: (_rec(r["question"], POS) for f in ("NQ-open.dev.jsonl", "NQ-open.efficientqa.dev.1.1.jsonl",
+                                                  "NQ-open.efficientqa.test.1.1.jsonl")
+               for r in read_jsonl(d / "nq_open" / f)),
+    "google-research-datasets/nq_open",
+    lambda: (_rec(r["question"], POS) for r in hub_rows("google-research-datasets/nq_open", split="train")),
+    "Natural Questions open-domain questions",
+)
+
+_prompt_adapter(
+    "webquestions", POS, ["webquestions/trainmodel.json", "webquestions/test.json"],
+    lambda d: (_rec(r["qText"], POS) for f in ("trainmodel.json", "test.json")
+               for r in read_json(d / "webquestions" / f)),
+    "stanfordnlp/web_questions",
+    lambda: (_rec(r["question"], POS) for r in hub_rows("stanfordnlp/web_questions", split="train")),
+    "WebQuestions (Freebase questions from Google Suggest)",
+)
+
+
+def _trivia_local(d: Path):
+    for r in read_jsonl(d / "llm_foundry_eval_local_data/world_knowledge/triviaqa_sm_sub.jsonl"):
+        q = re.sub(r"^Question:\s*", "", r["context"]).rsplit("\nAnswer:", 1)[0]
+        yield _rec(q, POS)
+
+
+_prompt_adapter(
+    "triviaqa", POS, ["llm_foundry_eval_local_data/world_knowledge/triviaqa_sm_sub.jsonl"], _trivia_local,
+    "mandarjoshi/trivia_qa",
+    lambda: (_rec(r["question"], POS) for r in hub_rows("mandarjoshi/trivia_qa", "rc.nocontext", "train")),
+    "TriviaQA questions",
+)
+
+_prompt_adapter(
+    "jeopardy", POS, ["llm_foundry_eval_local_data/world_knowledge/jeopardy_all.jsonl"],
+    lambda d: (_rec(f"{r['context'].split(':', 1)[-1].strip()} Who or what is it?", POS)
+               for r in read_jsonl(d / "llm_foundry_eval_local_data/world_knowledge/jeopardy_all.jsonl")),
+    description="Jeopardy clues turned into questions (clue + 'Who or what is it?')",
+)
+
+_prompt_adapter(
+    "bigbench_qa_wikidata", POS, ["llm_foundry_eval_local_data/world_knowledge/bigbench_qa_wikidata.jsonl"],
+    lambda d: (_rec(f"Complete the fact: {r['context']} ...", POS)
+               for r in read_jsonl(d / "llm_foundry_eval_local_data/world_knowledge/bigbench_qa_wikidata.jsonl")),
+    description="BIG-bench qa_wikidata fact completions",
+)
+
+_prompt_adapter(
+    "truthfulqa", POS, ["truthfulqa/TruthfulQA.csv"],
+    lambda d: (_rec(r["Question"], POS) for r in read_csv(d / "truthfulqa/TruthfulQA.csv")),
+    "truthfulqa/truthful_qa",
+    lambda: (_rec(r["question"], POS) for r in hub_rows("truthfulqa/truthful_qa", "generation", "validation")),
+    "TruthfulQA questions",
+)
+
+_prompt_adapter(
+    "simpleqa", POS, ["simpleqa/simple_qa_test_set.csv"],
+    lambda d: (_rec(r["problem"], POS) for r in read_csv(d / "simpleqa/simple_qa_test_set.csv")),
+    "basicv8vc/SimpleQA",
+    lambda: (_rec(r["problem"], POS) for r in hub_rows("basicv8vc/SimpleQA", split="test")),
+    "OpenAI SimpleQA short fact-seeking questions",
+)
+
+_prompt_adapter(
+    "halueval_qa", POS, ["halueval/qa_data_first1000.json"],
+    lambda d: (_rec(r["question"], POS) for r in read_jsonl(d / "halueval/qa_data_first1000.json")),
+    "pminervini/HaluEval",
+    lambda: (_rec(r["question"], POS) for r in hub_rows("pminervini/HaluEval", "qa", "data")),
+    "HaluEval QA questions (HotpotQA-based)",
+)
+
+_HALUEVAL2_DOMAINS = ["Bio-Medical", "Education", "Finance", "Open-Domain", "Science"]
+_prompt_adapter(
+    "halueval2", POS, [f"halueval2/data/{d}.json" for d in _HALUEVAL2_DOMAINS],
+    lambda d: (_rec(r["user_query"], POS, domain=dom) for dom in _HALUEVAL2_DOMAINS
+               for r in read_json(d / f"halueval2/data/{dom}.json")),
+    description="HaluEval 2.0 fact-seeking questions in five domains",
+)
+
+# Hub-only positives of the published recipe.
+for _name, _hub, _cfg, _split, _field in [
+    ("squad", "rajpurkar/squad", None, "train", "question"),
+    ("hotpotqa", "hotpotqa/hotpot_qa", "distractor", "train", "question"),
+    ("rag_dataset_12000", "neural-bridge/rag-dataset-12000", None, "train", "question"),
+]:
+    _prompt_adapter(_name, POS, [], None, _hub,
+                    (lambda h=_hub, c=_cfg, s=_split, f=_field: (_rec(r[f], POS) for r in hub_rows(h, c, s))))
+
+
+def _coqa_hub():
+    for r in hub_rows("stanfordnlp/coqa", split="train"):
+        for q in r["questions"][:1]:  # the first question is self-contained; later ones lean on the dialogue
+            yield _rec(q, POS)
+
+
+def _faithdial_hub():
+    for r in hub_rows("McGill-NLP/FaithDial", split="train"):
+        if r.get("history"):
+            yield _rec(r["history"][-1], POS)
+
+
+def _factchd_hub():
+    for r in hub_rows("zjunlp/FactCHD", split="train"):
+        yield _rec(r.get("query") or r.get("question") or "", POS)
+
+
+_prompt_adapter("coqa", POS, [], None, "stanfordnlp/coqa", _coqa_hub)
+_prompt_adapter("faithdial", POS, [], None, "McGill-NLP/FaithDial", _faithdial_hub)
+_prompt_adapter("factchd", POS, [], None, "zjunlp/FactCHD", _factchd_hub)
+
+
+# ---- non-factual negatives -----------------------------------------------------------------------------------
+
+def _wp_clean(prompt: str) -> str:
+    return re.sub(r"^\s*\[\s*\w+\s*\]\s*", "", prompt).replace(" ,", ",").replace(" .", ".").replace(" 's", "'s")
+
+
+_prompt_adapter(
+    "writingprompts", NEG, ["writingprompts_subset/gpt-4/train_orig.csv", "writingprompts_subset/gpt-4/test.csv"],
+    lambda d: (_rec(_wp_clean(r["prompt"]), NEG) for f in ("train_orig.csv", "test.csv")
+               for r in read_csv(d / "writingprompts_subset/gpt-4" / f)),
+    "euclaise/writingprompts",
+    lambda: (_rec(_wp_clean(r["prompt"]), NEG) for r in hub_rows("euclaise/writingprompts", split="train")),
+    "r/WritingPrompts creative-writing prompts",
+)
+
+# Alpaca has no task-type column. This written rule keeps instructions whose first word asks for generation or
+# transformation, which are non-factual by construction; it is a weak label, documented as such in the README.
+ALPACA_NEGATIVE_VERBS = {
+    "generate", "create", "write", "compose", "rewrite", "design", "suggest", "brainstorm", "edit", "imagine",
+    "construct", "invent", "come", "make", "paraphrase", "rearrange", "change", "convert", "reword", "draft",
+    "develop", "formulate", "translate", "shorten", "transform", "add", "complete", "format",
+}
+
+
+def _alpaca_rows(rows):
+    for r in rows:
+        instr = r["instruction"].strip()
+        first = instr.split()[0].lower().strip(",.:") if instr else ""
+        if first in ALPACA_NEGATIVE_VERBS:
+            text = instr + (f"\n\n{r['input'].strip()}" if r.get("input", "").strip() else "")
+            yield _rec(text, NEG)
+
+
+_prompt_adapter(
+    "alpaca", NEG, ["alpaca/alpaca_en_demo_1k.json"],
+    lambda d: _alpaca_rows(read_json(d / "alpaca/alpaca_en_demo_1k.json")),
+    "tatsu-lab/alpaca", lambda: _alpaca_rows(hub_rows("tatsu-lab/alpaca", split="train")),
+    "Alpaca generation/transformation instructions (rule: first word in ALPACA_NEGATIVE_VERBS)",
+)
+
+
+def _self_instruct(d: Path):
+    for r in read_jsonl(d / "self_instruct/user_oriented_instructions.jsonl"):
+        inst = (r.get("instances") or [{}])[0].get("input", "").strip()
+        yield _rec(r["instruction"] + (f"\n\n{inst}" if inst else ""), NEG)
+
+
+_prompt_adapter(
+    "self_instruct", NEG, ["self_instruct/user_oriented_instructions.jsonl"], _self_instruct,
+    description="Self-Instruct user-oriented tasks (rewriting, drafting, app-style tasks)",
+)
+
+_prompt_adapter(
+    "mbppplus", NEG, ["code_prompts/mbppplus.json"],
+    lambda d: (_rec(v, NEG) for v in read_json(d / "code_prompts/mbppplus.json").values()),
+    "evalplus/mbppplus", lambda: (_rec(r["prompt"], NEG) for r in hub_rows("evalplus/mbppplus", split="test")),
+    "MBPP+ coding tasks",
+)
+
+_prompt_adapter(
+    "humaneval", NEG, ["llm_foundry_eval_local_data/programming/human_eval.jsonl"],
+    lambda d: (_rec(f"Complete this Python function:\n\n{r['prompt']}", NEG)
+               for r in read_jsonl(d / "llm_foundry_eval_local_data/programming/human_eval.jsonl")),
+    "openai/openai_humaneval",
+    lambda: (_rec(f"Complete this Python function:\n\n{r['prompt']}", NEG)
+             for r in hub_rows("openai/openai_humaneval", split="test")),
+    "HumanEval function-completion prompts",
+)
+
+_prompt_adapter(
+    "codesearchnet", NEG, ["codesearchnet_queries/queries.csv"],
+    lambda d: (_rec(f"Write code to {r['query']}", NEG) for r in read_csv(d / "codesearchnet_queries/queries.csv")),
+    "code-search-net/code_search_net",
+    lambda: (_rec(f"Write a function: {r['func_documentation_string']}", NEG)
+             for r in hub_rows("code-search-net/code_search_net", "python", "train")),
+    "CodeSearchNet queries (local) / docstrings (Hub) as coding tasks",
+)
+
+# WizardLM test skills that are non-factual by nature; the rest (Biology, History, Law, ...) are not used.
+WIZARDLM_NEGATIVE_SKILLS = {
+    "Writting", "Code Generation", "Code Debug", "Roleplay", "Complex Format", "Academic Writing", "Math",
+}
+_prompt_adapter(
+    "wizardlm_nonfactual", NEG, ["chat_eval_prompts/WizardLM_testset.jsonl"],
+    lambda d: (_rec(r["Instruction"], NEG, skill=r["Skill"])
+               for r in read_jsonl(d / "chat_eval_prompts/WizardLM_testset.jsonl")
+               if r["Skill"] in WIZARDLM_NEGATIVE_SKILLS),
+    description=f"WizardLM test prompts with skill in {sorted(WIZARDLM_NEGATIVE_SKILLS)}",
+)
+
+_DOLLY_NEGATIVE = {"creative_writing", "brainstorming"}
+_prompt_adapter(
+    "dolly_creative", NEG, [], None, "databricks/databricks-dolly-15k",
+    lambda: (_rec(r["instruction"], NEG) for r in hub_rows("databricks/databricks-dolly-15k", split="train")
+             if r["category"] in _DOLLY_NEGATIVE),
+    "Dolly creative_writing and brainstorming (Hub only: the local copy has no category column)",
+)

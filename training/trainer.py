@@ -1,0 +1,185 @@
+"""The training loop every recipe shares: HF Trainer with class weights, resume, logs and the run-dir layout.
+
+Run directory (standard HF layout at the top, so `AutoModelFor...from_pretrained(RUN_DIR)` just works):
+
+    RUN_DIR/config.json, model.safetensors, tokenizer files   merged model (LoRA folded in)
+    RUN_DIR/adapter/                                           LoRA adapter alone (when LoRA is on)
+    RUN_DIR/checkpoints/checkpoint-N/                          resumable Trainer checkpoints
+    RUN_DIR/config.yaml                                        resolved config
+    RUN_DIR/label_map.json, metrics.json, data_counts.txt, train_log.jsonl, train.log
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from inference.config import save_config
+from training.cli import DeviceError
+
+log = logging.getLogger("halugate.training")
+
+
+def setup_run(cfg, output_dir: str | Path) -> Path:
+    """Create the run dir, save the resolved config, and log to RUN_DIR/train.log as well as stderr."""
+    out = Path(output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    save_config(cfg, out / "config.yaml")
+    root = logging.getLogger("halugate")
+    root.setLevel(logging.INFO)
+    for h in list(root.handlers):
+        root.removeHandler(h)
+    fmt = logging.Formatter("%(asctime)s %(levelname)s %(message)s", "%H:%M:%S")
+    for h in (logging.StreamHandler(sys.stderr), logging.FileHandler(out / "train.log", encoding="utf-8")):
+        h.setFormatter(fmt)
+        root.addHandler(h)
+    return out
+
+
+def check_device(device: str) -> str:
+    import torch
+
+    if device == "cuda" and not torch.cuda.is_available():
+        raise DeviceError("train.device=cuda was requested but no CUDA GPU is visible "
+                          "(torch.cuda.is_available() is False); use train.device=auto or cpu")
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return device
+
+
+def class_weights(labels: list[int], num_labels: int) -> list[float]:
+    """Inverse-frequency weights, normalised so that their mean over classes is 1."""
+    counts = np.bincount(np.asarray([x for x in labels if x >= 0], dtype=int), minlength=num_labels).astype(float)
+    counts[counts == 0] = 1.0
+    w = counts.sum() / (num_labels * counts)
+    return (w / w.mean()).tolist()
+
+
+def _weighted_trainer_cls():
+    import torch
+    from transformers import Trainer
+
+    class WeightedTrainer(Trainer):
+        """Cross-entropy with class weights; works for sequence and token classification (-100 ignored)."""
+
+        def __init__(self, *args, loss_weights=None, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.loss_weights = loss_weights
+
+        def compute_loss(self, model, inputs, return_outputs=False, **kwargs):
+            labels = inputs.pop("labels")
+            outputs = model(**inputs)
+            logits = outputs.logits
+            weight = None
+            if self.loss_weights is not None:
+                weight = torch.tensor(self.loss_weights, dtype=logits.dtype, device=logits.device)
+            loss = torch.nn.functional.cross_entropy(
+                logits.reshape(-1, logits.shape[-1]), labels.reshape(-1), weight=weight, ignore_index=-100
+            )
+            return (loss, outputs) if return_outputs else loss
+
+    return WeightedTrainer
+
+
+def _log_callback(path: Path):
+    from transformers import TrainerCallback
+
+    class JsonlLog(TrainerCallback):
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            if logs and state.is_world_process_zero:
+                with open(path, "a", encoding="utf-8") as fh:
+                    fh.write(json.dumps({"step": state.global_step, "epoch": state.epoch, **logs}) + "\n")
+                log.info("step %d %s", state.global_step,
+                         " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in logs.items()))
+
+    return JsonlLog()
+
+
+def _supported_args(cls, kwargs: dict, group_by_length: bool) -> dict:
+    """Keep the TrainingArguments this transformers version has (4.5x and 5.x differ)."""
+    import dataclasses
+
+    names = {f.name for f in dataclasses.fields(cls)}
+    if group_by_length:  # batches of similar length: far less padding, which matters most on CPU
+        if "train_sampling_strategy" in names:
+            kwargs["train_sampling_strategy"] = "group_by_length"
+        else:
+            kwargs["group_by_length"] = True
+    return {k: v for k, v in kwargs.items() if k in names}
+
+
+def train(model, tokenizer, train_ds, dev_ds, cfg, out: Path, compute_metrics, data_collator,
+          loss_weights=None):
+    """Train with HF Trainer, resuming from RUN_DIR/checkpoints when a checkpoint is there; returns the trainer."""
+    from transformers import TrainingArguments, set_seed
+    from transformers.trainer_utils import get_last_checkpoint
+
+    t = cfg.train
+    device = check_device(t.device)
+    set_seed(cfg.run.seed)
+    ckpt_dir = out / "checkpoints"
+    per_epoch = t.eval_every == "epoch"
+    kwargs = dict(
+        output_dir=str(ckpt_dir),
+        learning_rate=t.learning_rate,
+        num_train_epochs=t.epochs,
+        max_steps=t.max_steps,
+        per_device_train_batch_size=t.batch_size,
+        per_device_eval_batch_size=t.eval_batch_size,
+        gradient_accumulation_steps=t.gradient_accumulation_steps,
+        weight_decay=t.weight_decay,
+        warmup_ratio=t.warmup_ratio,
+        lr_scheduler_type=t.lr_scheduler,
+        eval_strategy="epoch" if per_epoch else "steps",
+        save_strategy="epoch" if per_epoch else "steps",
+        eval_steps=None if per_epoch else t.eval_steps,
+        save_steps=None if per_epoch else t.eval_steps,
+        logging_steps=t.logging_steps,
+        save_total_limit=t.save_total_limit,
+        load_best_model_at_end=True,
+        metric_for_best_model=t.metric_for_best_model,
+        greater_is_better=True,
+        seed=cfg.run.seed,
+        data_seed=cfg.run.seed,
+        use_cpu=device == "cpu",
+        bf16=t.bf16 and device == "cuda",
+        dataloader_num_workers=t.dataloader_workers,
+        report_to=[],
+        disable_tqdm=not sys.stderr.isatty() and os.environ.get("HALUGATE_PROGRESS", "1") == "0",
+        save_safetensors=True,
+    )
+    args = TrainingArguments(**_supported_args(TrainingArguments, kwargs, t.group_by_length))
+    trainer = _weighted_trainer_cls()(
+        model=model, args=args, train_dataset=train_ds, eval_dataset=dev_ds,
+        processing_class=tokenizer, data_collator=data_collator, compute_metrics=compute_metrics,
+        callbacks=[_log_callback(out / "train_log.jsonl")], loss_weights=loss_weights,
+    )
+    last = get_last_checkpoint(str(ckpt_dir)) if ckpt_dir.is_dir() else None
+    if last:
+        log.info("resuming from %s", last)
+    trainer.train(resume_from_checkpoint=last)
+    return trainer
+
+
+def save_model(trainer, tokenizer, out: Path, labels: list[str]) -> None:
+    """Save the LoRA adapter (if any) and the merged model + tokenizer + label map at the top of the run dir."""
+    from training.models import merge_lora
+
+    model = trainer.model
+    if hasattr(model, "peft_config"):
+        model.save_pretrained(out / "adapter")
+        tokenizer.save_pretrained(out / "adapter")
+    merged = merge_lora(model)
+    merged.save_pretrained(out, safe_serialization=True)
+    tokenizer.save_pretrained(out)
+    (out / "label_map.json").write_text(json.dumps({"labels": labels, "id2label": dict(enumerate(labels))},
+                                                   indent=2))
+
+
+def write_json(path: Path, data) -> None:
+    path.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
