@@ -62,6 +62,19 @@ def test_tiny_model_trains_end_to_end(tmp_path, arch, tiny_bert_dir, tiny_modern
     assert model.config.id2label == {0: "NO_FACT_CHECK_NEEDED", 1: "FACT_CHECK_NEEDED"}
     assert not any("lora" in n for n, _ in model.named_parameters())
 
+    # eval.sentinel re-scores the held-out split and writes the same metrics
+    from eval.sentinel import main as eval_main
+
+    assert eval_main(["--model", str(out), "--out", str(tmp_path / "ev")]) == 0
+    again = json.loads((tmp_path / "ev/metrics.json").read_text())
+    assert again["n"] == test["n"] and again["confusion_matrix"]["labels"] == test["confusion_matrix"]["labels"]
+    assert abs(again["accuracy"] - test["accuracy"]) < 1e-9
+    assert len((tmp_path / "ev/predictions.jsonl").read_text().splitlines()) == test["n"]
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"text": "who is x", "label": 1}\n{"text": "no label"}\n')
+    assert eval_main(["--model", str(out), "--data", str(bad), "--out", str(tmp_path / "ev2")]) == 2
+    assert "bad.jsonl:2: record is missing label" in capsys.readouterr().err
+
 
 @pytest.mark.slow
 def test_resume_continues_from_last_checkpoint(tmp_path, tiny_bert_dir):

@@ -68,7 +68,9 @@ def main(argv=None) -> None:
     cfg = resolve_config(SentinelConfig, parser.parse_args(argv))
 
     from training.classify import run_sequence_classification
+    from training.models import resolve_base_model
 
+    resolve_base_model(cfg.model.base_model)  # fail in seconds, before loading data, if it can't be fetched
     data_dir = resolve_data_dir(cfg.run.data_dir)
     records = load_prompt_records(cfg.data, data_dir, cfg.run.seed)
     for r in records:

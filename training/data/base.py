@@ -141,10 +141,30 @@ def read_csv(path: Path, **kwargs) -> Iterator[dict]:
         yield from csv.DictReader(fh, **kwargs)
 
 
+_HUB_CHECKED: set[str] = set()
+
+
+def _check_hub_reachable(hub_id: str) -> None:
+    """One short metadata request, so an unreachable Hub fails in seconds instead of a retry loop."""
+    if hub_id in _HUB_CHECKED or os.environ.get("HF_HUB_OFFLINE", "0").lower() in ("1", "true", "yes"):
+        return  # offline mode: `datasets` reads its local cache
+    from huggingface_hub import HfApi
+
+    try:
+        HfApi().dataset_info(hub_id, timeout=10)
+    except Exception as exc:  # noqa: BLE001 - any failure means the Hub copy can't be read
+        raise DataError(
+            f"cannot reach dataset {hub_id!r} on the Hugging Face Hub ({type(exc).__name__}). Without Hub "
+            f"access pass --data-dir (or set {DATA_DIR_ENV}) and use the offline config (configs/*.offline.yaml)."
+        ) from None
+    _HUB_CHECKED.add(hub_id)
+
+
 def hub_rows(hub_id: str, config: str | None = None, split: str = "train") -> Iterator[dict]:
     """Rows of a Hub dataset; imported lazily so that local-only use never touches `datasets`."""
     from datasets import load_dataset
 
+    _check_hub_reachable(hub_id)
     try:
         ds = load_dataset(hub_id, config, split=split)
     except Exception as exc:  # noqa: BLE001 - re-raised with the offline hint

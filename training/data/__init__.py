@@ -1,0 +1,1 @@
+"""Dataset adapters (one per public dataset) and record hygiene shared by the recipes."""
