@@ -97,32 +97,34 @@ def _coerce(value: Any, tp: Any, where: str) -> Any:
     return value
 
 
+def _join(where: str, name: str) -> str:
+    """`file: ` + `key` -> `file: key`; `file: section` + `key` -> `file: section.key`."""
+    return f"{where}{name}" if not where or where.endswith(": ") else f"{where}.{name}"
+
+
 def _build(cls: type[T], data: dict, where: str) -> T:
     hints = get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
     unknown = sorted(set(data) - set(fields))
     if unknown:
-        prefix = f"{where}." if where and not where.endswith(":") else where
         known = ", ".join(sorted(fields))
-        raise ConfigError(f"{prefix}{unknown[0]}: unknown key (known keys: {known})")
+        raise ConfigError(f"{_join(where, unknown[0])}: unknown key (known keys: {known})")
     kwargs = {}
     for name, value in data.items():
-        key = f"{where}.{name}" if where and not where.endswith(":") else f"{where}{name}"
-        kwargs[name] = _coerce(value, hints[name], key)
+        kwargs[name] = _coerce(value, hints[name], _join(where, name))
     missing = [
         n for n, f in fields.items()
         if n not in kwargs and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
     ]
     if missing:
-        prefix = f"{where}." if where and not where.endswith(":") else where
-        raise ConfigError(f"{prefix}{missing[0]}: required key is missing")
+        raise ConfigError(f"{_join(where, missing[0])}: required key is missing")
     obj = cls(**kwargs)
     validate = getattr(obj, "validate", None)
     if callable(validate):
         try:
             validate()
         except ValueError as exc:
-            raise ConfigError(f"{where} {exc}") from None
+            raise ConfigError(f"{where.rstrip(': ') or cls.__name__}: {exc}") from None
     return obj
 
 

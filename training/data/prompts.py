@@ -235,3 +235,17 @@ _prompt_adapter(
              if r["category"] in _DOLLY_NEGATIVE),
     "Dolly creative_writing and brainstorming (Hub only: the local copy has no category column)",
 )
+
+# WizardLM test skills that ask for knowledge; not in any training mix, used as an out-of-distribution check
+# of the Sentinel's recall (`python -m eval.sentinel --model RUN_DIR --data wizardlm_factual`).
+WIZARDLM_FACTUAL_SKILLS = {
+    "Biology", "Chemistry", "Physics", "History", "Law", "Medicine", "Literature", "Entertainment", "Art",
+    "Music", "Economy", "Sport", "Technology", "TruthfulQA",
+}
+_prompt_adapter(
+    "wizardlm_factual", POS, ["chat_eval_prompts/WizardLM_testset.jsonl"],
+    lambda d: (_rec(r["Instruction"], POS, skill=r["Skill"])
+               for r in read_jsonl(d / "chat_eval_prompts/WizardLM_testset.jsonl")
+               if r["Skill"] in WIZARDLM_FACTUAL_SKILLS),
+    description=f"WizardLM test prompts with skill in {sorted(WIZARDLM_FACTUAL_SKILLS)}",
+)
