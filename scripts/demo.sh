@@ -25,16 +25,10 @@ for model in sentinel detector explainer; do
   "$PY" -m training.export --model "$DEMO_DIR/$model" --out "$DEMO_DIR/export/$model"
 done
 
+MODELS=(--sentinel "$DEMO_DIR/export/sentinel" --detector "$DEMO_DIR/export/detector" --explainer "$DEMO_DIR/export/explainer")
+
 step "detection: the Eiffel Tower answer (tool result as context)"
-"$PY" -m inference.detect --config configs/inference.yaml \
-  --set "hallucination_mitigation.fact_check_model.model_id=$DEMO_DIR/export/sentinel" \
-  --set "hallucination_mitigation.hallucination_model.model_id=$DEMO_DIR/export/detector" \
-  --set "hallucination_mitigation.nli_model.model_id=$DEMO_DIR/export/explainer" \
-  --messages examples/eiffel_messages.json
+"$PY" -m inference.detect --config configs/inference.yaml "${MODELS[@]}" --messages examples/eiffel_messages.json
 
 step "detection: a creative-writing prompt (the Sentinel should skip verification)"
-"$PY" -m inference.detect --config configs/inference.yaml \
-  --set "hallucination_mitigation.fact_check_model.model_id=$DEMO_DIR/export/sentinel" \
-  --set "hallucination_mitigation.hallucination_model.model_id=$DEMO_DIR/export/detector" \
-  --set "hallucination_mitigation.nli_model.model_id=$DEMO_DIR/export/explainer" \
-  --messages examples/creative_messages.json
+"$PY" -m inference.detect --config configs/inference.yaml "${MODELS[@]}" --messages examples/creative_messages.json

@@ -46,7 +46,8 @@ def write_jsonl(path: Path, records: list[dict]) -> None:
 
 
 def run_sequence_classification(cfg, train_recs, dev_recs, test_recs, labels: list[str], count_text: str,
-                                text_fields: tuple[str, ...], extra_eval: dict | None = None) -> dict:
+                                text_fields: tuple[str, ...], extra_eval: dict | None = None,
+                                loss_fn=None) -> dict:
     """Train on train_recs, select on dev_recs, report on test_recs; returns the metrics written to metrics.json."""
     from transformers import DataCollatorWithPadding
 
@@ -78,7 +79,7 @@ def run_sequence_classification(cfg, train_recs, dev_recs, test_recs, labels: li
     log.info("class weights: %s", weights)
     started = time.time()
     trainer = train(model, tokenizer, train_ds, dev_ds, cfg, out, compute_metrics,
-                    DataCollatorWithPadding(tokenizer), loss_weights=weights)
+                    DataCollatorWithPadding(tokenizer), loss_weights=weights, loss_fn=loss_fn)
     train_seconds = time.time() - started
 
     dev_pred = trainer.predict(dev_ds)

@@ -67,9 +67,10 @@ def _weighted_trainer_cls():
     class WeightedTrainer(Trainer):
         """Cross-entropy with class weights; works for sequence and token classification (-100 ignored)."""
 
-        def __init__(self, *args, loss_weights=None, **kwargs):
+        def __init__(self, *args, loss_weights=None, loss_fn=None, **kwargs):
             super().__init__(*args, **kwargs)
             self.loss_weights = loss_weights
+            self.loss_fn = loss_fn  # optional (logits, labels, weight) -> loss, e.g. the Explainer's two-way mask
 
         def compute_loss(self, model, inputs, return_outputs=False, **kwargs):
             labels = inputs.pop("labels")
@@ -78,9 +79,12 @@ def _weighted_trainer_cls():
             weight = None
             if self.loss_weights is not None:
                 weight = torch.tensor(self.loss_weights, dtype=logits.dtype, device=logits.device)
-            loss = torch.nn.functional.cross_entropy(
-                logits.reshape(-1, logits.shape[-1]), labels.reshape(-1), weight=weight, ignore_index=-100
-            )
+            if self.loss_fn is not None:
+                loss = self.loss_fn(logits, labels, weight)
+            else:
+                loss = torch.nn.functional.cross_entropy(
+                    logits.reshape(-1, logits.shape[-1]), labels.reshape(-1), weight=weight, ignore_index=-100
+                )
             return (loss, outputs) if return_outputs else loss
 
     return WeightedTrainer
@@ -100,6 +104,22 @@ def _log_callback(path: Path):
     return JsonlLog()
 
 
+def _final_step_callback():
+    """With step-based evaluation, also evaluate and save at the last step (when it is not a multiple of
+    eval_steps), so that the final weights compete in load_best_model_at_end instead of being discarded."""
+    from transformers import TrainerCallback
+
+    class FinalStepEval(TrainerCallback):
+        def on_step_end(self, args, state, control, **kwargs):
+            steps = getattr(args.eval_strategy, "value", args.eval_strategy) == "steps"
+            if steps and state.max_steps and state.global_step >= state.max_steps:
+                control.should_evaluate = True
+                control.should_save = True
+            return control
+
+    return FinalStepEval()
+
+
 def _supported_args(cls, kwargs: dict, group_by_length: bool) -> dict:
     """Keep the TrainingArguments this transformers version has (4.5x and 5.x differ)."""
     import dataclasses
@@ -114,7 +134,7 @@ def _supported_args(cls, kwargs: dict, group_by_length: bool) -> dict:
 
 
 def train(model, tokenizer, train_ds, dev_ds, cfg, out: Path, compute_metrics, data_collator,
-          loss_weights=None):
+          loss_weights=None, loss_fn=None):
     """Train with HF Trainer, resuming from RUN_DIR/checkpoints when a checkpoint is there; returns the trainer."""
     from transformers import TrainingArguments, set_seed
     from transformers.trainer_utils import get_last_checkpoint
@@ -157,7 +177,7 @@ def train(model, tokenizer, train_ds, dev_ds, cfg, out: Path, compute_metrics, d
     trainer = _weighted_trainer_cls()(
         model=model, args=args, train_dataset=train_ds, eval_dataset=dev_ds,
         processing_class=tokenizer, data_collator=data_collator, compute_metrics=compute_metrics,
-        callbacks=[_log_callback(out / "train_log.jsonl")], loss_weights=loss_weights,
+        callbacks=[_log_callback(out / "train_log.jsonl"), _final_step_callback()], loss_weights=loss_weights, loss_fn=loss_fn,
     )
     last = get_last_checkpoint(str(ckpt_dir)) if ckpt_dir.is_dir() else None
     if last:

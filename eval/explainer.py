@@ -1,0 +1,368 @@
+"""Evaluate an Explainer run dir (or any NLI sequence classifier) on the standard NLI sets and on grounding.
+
+    python -m eval.explainer --model runs/explainer-offline --out runs/explainer-offline/eval
+    python -m eval.explainer --model tasksource/ModernBERT-base-nli --out runs/eval-tasksource   # Hub reference
+
+Three-way sets (MNLI dev matched/mismatched, SNLI test, ANLI dev R1-R3, SICK test, and the run's own held-out
+mixture split `run_test`): accuracy, macro-F1, confusion matrix. Binary sets (SummEdits test, BEGIN test, RTE
+dev): the premise is the source document / knowledge, the hypothesis the claim; "supported" means the
+Explainer's verdict is entailment. Long premises are cut into windows exactly as the inference stack does
+(inference.windowing.premise_windows + rank_premises, verdict by inference.explain.combine_nli: entailed by any
+window -> supported); the score for ROC-AUC is the highest entailment probability over the windows.
+
+Writes OUT/metrics.json, OUT/report.md, OUT/predictions.jsonl and OUT/confusion_matrices.png. The model's label
+names are matched to entailment/neutral/contradiction by name, so models with another label order (e.g.
+DeBERTa MNLI checkpoints) are scored correctly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import random
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from eval.metrics import classification_metrics
+from inference.formatting import nli_pair
+from inference.labels import EXPLAINER_LABELS
+
+log = logging.getLogger("halugate.eval.explainer")
+
+# Published accuracies shown beside ours in report.md (not re-measured here; see docs/explainer.md).
+REFERENCES = {
+    "tasksource/ModernBERT-base-nli": {"mnli_dev_matched": 0.87, "mnli_dev_mismatched": 0.87, "snli_test": 0.83,
+                                       "anli_r1_dev": 0.66, "anli_r2_dev": 0.49, "anli_r3_dev": 0.44},
+    "DeBERTa-v3-base NLI (~)": {"mnli_dev_matched": 0.90, "mnli_dev_mismatched": 0.90},
+}
+RUN_TEST = "run_test"  # the run dir's own held-out mixture split (RUN_DIR/test.jsonl)
+BINARY_LABELS = ["supported", "not_supported"]
+
+
+class EvalError(ValueError):
+    """Bad arguments or an unusable model; the message says which."""
+
+
+# ---- label alignment and metrics ---------------------------------------------------------------------------------
+
+def align_labels(model_label_names: list[str]) -> list[int]:
+    """Column index in the model's output of each of entailment, neutral, contradiction (matched by name)."""
+    names = [str(n).strip().lower() for n in model_label_names]
+    missing = [lab for lab in EXPLAINER_LABELS if lab not in names]
+    if missing or len(names) != len(EXPLAINER_LABELS):
+        raise EvalError(f"the model's labels {model_label_names} are not entailment/neutral/contradiction "
+                        f"(missing: {', '.join(missing) or '-'}); only three-way NLI classifiers can be evaluated")
+    return [names.index(lab) for lab in EXPLAINER_LABELS]
+
+
+def binary_metrics(supported_true, supported_pred, score, groups=None) -> dict:
+    """Supported-vs-not metrics. supported_* are booleans; `score` is P(supported) for ROC-AUC."""
+    from sklearn.metrics import (
+        accuracy_score,
+        balanced_accuracy_score,
+        confusion_matrix,
+        f1_score,
+        roc_auc_score,
+    )
+
+    y = np.asarray(supported_true, dtype=bool)
+    p = np.asarray(supported_pred, dtype=bool)
+    s = np.asarray(score, dtype=float)
+    # Class 0 = supported, 1 = not supported (rows: gold, columns: predicted), as BINARY_LABELS.
+    yt, yp = (~y).astype(int), (~p).astype(int)
+    out = {
+        "n": len(y),
+        "supported_rate": float(y.mean()) if len(y) else 0.0,
+        "accuracy": float(accuracy_score(yt, yp)) if len(y) else 0.0,
+        "balanced_accuracy": float(balanced_accuracy_score(yt, yp)) if len(set(yt.tolist())) > 1 else None,
+        "macro_f1": float(f1_score(yt, yp, labels=[0, 1], average="macro", zero_division=0)),
+        "roc_auc": float(roc_auc_score(y.astype(int), s)) if len(set(y.tolist())) > 1 else None,
+        "confusion_matrix": {"labels": BINARY_LABELS, "matrix": confusion_matrix(yt, yp, labels=[0, 1]).tolist()},
+    }
+    if groups is not None:
+        per = {}
+        for g in sorted(set(groups)):
+            idx = [i for i, x in enumerate(groups) if x == g]
+            hits = (yt[idx] == yp[idx])
+            per[g] = {"n": len(idx), "accuracy": float(hits.mean()),
+                      "balanced_accuracy": (float(balanced_accuracy_score(yt[idx], yp[idx]))
+                                            if len(set(yt[idx].tolist())) > 1 else None)}
+        out["per_group"] = per
+    return out
+
+
+# ---- scoring -------------------------------------------------------------------------------------------------
+
+def score_three_way(model, rows: list[dict], perm: list[int], args) -> tuple[dict, np.ndarray]:
+    from training.predict import predict_proba
+
+    probs = predict_proba(model, [r["premise"] for r in rows], [r["hypothesis"] for r in rows],
+                          batch_size=args.batch_size, max_length=args.max_length, device=args.device,
+                          desc=args.current)[:, perm]
+    y = [r["label"] for r in rows]
+    return classification_metrics(y, probs.argmax(-1), EXPLAINER_LABELS), probs
+
+
+def grounding_windows(tokenizer, premise: str, hypothesis: str, max_length: int, max_windows: int) -> list[str]:
+    """The premise windows the inference stack would score for this hypothesis."""
+    from inference.windowing import premise_windows, rank_premises
+
+    n_hyp = len(tokenizer(hypothesis, add_special_tokens=False)["input_ids"])
+    budget = max(max_length - n_hyp - tokenizer.num_special_tokens_to_add(pair=True), max_length // 4)
+    return rank_premises(premise_windows(tokenizer, premise, budget), hypothesis, max_windows)
+
+
+def score_binary(model, rows: list[dict], perm: list[int], args) -> tuple[dict, list[dict]]:
+    from inference.explain import combine_nli
+    from training.predict import load_classifier, predict_proba
+
+    _, tokenizer, _ = load_classifier(str(model), args.device)
+    flat_p, flat_h, owner = [], [], []
+    for i, r in enumerate(rows):
+        for w in grounding_windows(tokenizer, r["premise"], r["hypothesis"], args.max_length,
+                                   args.max_premise_windows):
+            flat_p.append(w)
+            flat_h.append(r["hypothesis"])
+            owner.append(i)
+    probs = predict_proba(model, flat_p, flat_h, batch_size=args.batch_size, max_length=args.max_length,
+                          device=args.device, desc=args.current)[:, perm]
+    owner = np.asarray(owner)
+    verdicts, scores, details = [], [], []
+    for i in range(len(rows)):
+        p = probs[owner == i]
+        label, conf = combine_nli(list(p), EXPLAINER_LABELS)
+        verdicts.append(label)
+        scores.append(float(p[:, 0].max()))
+        details.append({"windows": len(p), "verdict": label, "confidence": conf})
+    gold = [r["label"] == 0 for r in rows]
+    m = binary_metrics(gold, [v == "entailment" for v in verdicts], scores,
+                       groups=[r.get("domain") or r["source"] for r in rows])
+    m["windows_per_example"] = float(np.mean([d["windows"] for d in details])) if details else 0.0
+    m["verdicts"] = {lab: verdicts.count(lab) for lab in EXPLAINER_LABELS}
+    return m, [{**d, "p_entailment": s} for d, s in zip(details, scores)]
+
+
+# ---- data ----------------------------------------------------------------------------------------------------
+
+def load_set(name: str, model: str, data_dir) -> list[dict]:
+    from training.data.base import get_adapter, read_jsonl
+
+    if name == RUN_TEST:
+        path = Path(model) / "test.jsonl"
+        if not path.is_file():
+            raise FileNotFoundError(f"{path} not found (only run dirs written by training.explainer have it)")
+        return [r for r in read_jsonl(path) if r["label"] in (0, 1, 2)]
+    rows = get_adapter(name).load(data_dir)
+    for r in rows:
+        r["premise"], r["hypothesis"] = nli_pair(r["premise"], r["hypothesis"])
+    return rows
+
+
+def parse_limits(items: list[str]) -> tuple[int | None, dict[str, int]]:
+    default, per_set = None, {}
+    for item in items:
+        name, _, value = item.rpartition("=")
+        try:
+            n = int(value)
+        except ValueError:
+            raise EvalError(f"--limit {item!r}: expected N or SET=N with an integer N") from None
+        if n <= 0:
+            raise EvalError(f"--limit {item!r}: N must be positive")
+        if name:
+            per_set[name] = n
+        else:
+            default = n
+    return default, per_set
+
+
+# ---- report --------------------------------------------------------------------------------------------------
+
+def _fmt(x) -> str:
+    return "-" if x is None else f"{x:.3f}"
+
+
+def write_report(out: Path, result: dict) -> None:
+    refs = list(REFERENCES)
+    lines = ["# Explainer evaluation", "",
+             f"- model: `{result['model']}`",
+             f"- command: `{result['command']}`",
+             (f"- data: {result['data_dir'] or 'Hugging Face Hub'}; max_length {result['max_length']}, "
+              f"up to {result['max_premise_windows']} premise windows on binary sets"),
+             f"- hardware: {result['hardware']}; {result['seconds']:.0f} s", ""]
+    three = {k: v for k, v in result["sets"].items() if v.get("kind") == "three_way"}
+    binary = {k: v for k, v in result["sets"].items() if v.get("kind") == "binary"}
+    if three:
+        lines += ["## Three-way NLI", "",
+                  "| set | n | accuracy | macro-F1 | " + " | ".join(refs) + " |",
+                  "|---|---:|---:|---:|" + "---:|" * len(refs)]
+        for k, v in three.items():
+            ref = [_fmt(REFERENCES[r].get(k)) for r in refs]
+            lines.append(f"| {k}{' (sample)' if v.get('sampled_from') else ''} | {v['n']} | {v['accuracy']:.3f} "
+                         f"| {v['macro_f1']:.3f} | " + " | ".join(ref) + " |")
+        lines += ["", "Reference columns are the published accuracies (model cards), not re-measured here.", ""]
+    if binary:
+        lines += ["## Grounding and two-way sets (supported vs not supported)", "",
+                  "| set | n | supported share | accuracy | balanced acc. | macro-F1 | ROC-AUC | windows/example |",
+                  "|---|---:|---:|---:|---:|---:|---:|---:|"]
+        for k, v in binary.items():
+            lines.append(f"| {k}{' (sample)' if v.get('sampled_from') else ''} | {v['n']} | "
+                         f"{v['supported_rate']:.3f} | {v['accuracy']:.3f} | {_fmt(v['balanced_accuracy'])} | "
+                         f"{v['macro_f1']:.3f} | {_fmt(v['roc_auc'])} | {v['windows_per_example']:.2f} |")
+        lines.append("")
+    lines += ["## Confusion matrices (rows: gold, columns: predicted)", ""]
+    for k, v in {**three, **binary}.items():
+        cm = v["confusion_matrix"]
+        lines += [f"**{k}**", "", "| gold \\ pred | " + " | ".join(cm["labels"]) + " |",
+                  "|---|" + "---:|" * len(cm["labels"])]
+        lines += [f"| {lab} | " + " | ".join(str(c) for c in row) + " |" for lab, row in zip(cm["labels"],
+                                                                                              cm["matrix"])]
+        lines.append("")
+    if result["skipped"]:
+        lines += ["## Not evaluated", ""] + [f"- {k}: {why}" for k, why in result["skipped"].items()] + [""]
+    (out / "report.md").write_text("\n".join(lines), encoding="utf-8")
+
+
+def plot_confusions(out: Path, sets: dict) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    items = [(k, v["confusion_matrix"]) for k, v in sets.items() if "confusion_matrix" in v]
+    if not items:
+        return
+    cols = min(4, len(items))
+    rows = (len(items) + cols - 1) // cols
+    fig, axes = plt.subplots(rows, cols, figsize=(3.4 * cols, 3.2 * rows), squeeze=False)
+    for ax, (name, cm) in zip(axes.flat, items):
+        m = np.asarray(cm["matrix"], dtype=float)
+        norm = m / np.maximum(m.sum(axis=1, keepdims=True), 1)
+        ax.imshow(norm, cmap="Blues", vmin=0, vmax=1)
+        short = {"entailment": "ent", "neutral": "neu", "contradiction": "con", "supported": "sup",
+                 "not_supported": "not sup"}
+        ticks = [short.get(lab, lab) for lab in cm["labels"]]
+        ax.set_xticks(range(len(ticks)), ticks)
+        ax.set_yticks(range(len(ticks)), ticks)
+        for (i, j), c in np.ndenumerate(m):
+            ax.text(j, i, int(c), ha="center", va="center", fontsize=8,
+                    color="white" if norm[i, j] > 0.6 else "black")
+        ax.set_title(name, fontsize=9)
+        ax.set_xlabel("predicted", fontsize=8)
+        ax.set_ylabel("gold", fontsize=8)
+    for ax in list(axes.flat)[len(items):]:
+        ax.axis("off")
+    fig.tight_layout()
+    fig.savefig(out / "confusion_matrices.png", dpi=110)
+    plt.close(fig)
+
+
+# ---- CLI -----------------------------------------------------------------------------------------------------
+
+def build_parser() -> argparse.ArgumentParser:
+    from training.data.nli import EVAL_SETS
+
+    p = argparse.ArgumentParser(prog="python -m eval.explainer", description=__doc__.splitlines()[0])
+    p.add_argument("--model", required=True, help="run dir, model dir or Hub id of an NLI classifier")
+    p.add_argument("--out", required=True, help="output dir for metrics.json, report.md, predictions.jsonl")
+    p.add_argument("--data-dir", help="local data dir (default: $HALUGATE_DATA_DIR, else the Hub)")
+    p.add_argument("--sets", nargs="+", default=[*EVAL_SETS, RUN_TEST], metavar="SET",
+                   help=f"sets to score (default: all): {', '.join([*EVAL_SETS, RUN_TEST])}")
+    p.add_argument("--limit", action="append", default=[], metavar="N|SET=N",
+                   help="score a seeded random sample of at most N pairs (all sets, or one set); repeatable")
+    p.add_argument("--seed", type=int, default=42, help="seed for --limit samples")
+    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--max-length", type=int, default=256, help="tokens per (premise window, hypothesis) input")
+    p.add_argument("--max-premise-windows", type=int, default=4,
+                   help="binary sets: premise windows scored per example (the inference default)")
+    p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    return p
+
+
+def main(argv=None) -> dict:
+    from training.classify import hardware
+    from training.data.base import DataError, resolve_data_dir
+    from training.data.nli import EVAL_SETS
+    from training.predict import model_labels
+
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", datefmt="%H:%M:%S")
+    unknown = [s for s in args.sets if s not in EVAL_SETS and s != RUN_TEST]
+    if unknown:
+        raise EvalError(f"--sets: unknown set {unknown[0]!r} (known: {', '.join([*EVAL_SETS, RUN_TEST])})")
+    default_limit, set_limits = parse_limits(args.limit)
+    bad = [s for s in set_limits if s not in args.sets]
+    if bad:
+        raise EvalError(f"--limit {bad[0]}=...: {bad[0]!r} is not among the sets being scored")
+    data_dir = resolve_data_dir(args.data_dir)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    try:
+        perm = align_labels(model_labels(args.model))
+    except OSError as exc:
+        raise EvalError(f"--model {args.model}: cannot load a model config ({str(exc).splitlines()[0]})") from None
+
+    started = time.time()
+    sets, skipped = {}, {}
+    with open(out / "predictions.jsonl", "w", encoding="utf-8") as pred_fh:
+        for name in args.sets:
+            kind = "three_way" if name == RUN_TEST else EVAL_SETS[name]
+            try:
+                rows = load_set(name, args.model, data_dir)
+            except (DataError, FileNotFoundError) as exc:
+                skipped[name] = str(exc).splitlines()[0][:300]
+                log.warning("skipping %s: %s", name, skipped[name])
+                continue
+            limit = set_limits.get(name, default_limit)
+            sampled_from = None
+            if limit is not None and len(rows) > limit:
+                sampled_from = len(rows)
+                rows = random.Random(args.seed).sample(rows, limit)
+            log.info("%s: %d pairs (%s)%s", name, len(rows), kind,
+                     f", sampled from {sampled_from}" if sampled_from else "")
+            args.current = name
+            if kind == "three_way":
+                m, probs = score_three_way(args.model, rows, perm, args)
+                preds = [{"set": name, "i": i, "gold": r["label"], "pred": int(p.argmax()),
+                          "probs": [round(float(x), 4) for x in p]} for i, (r, p) in enumerate(zip(rows, probs))]
+            else:
+                m, details = score_binary(args.model, rows, perm, args)
+                preds = [{"set": name, "i": i, "gold_supported": r["label"] == 0, **d}
+                         for i, (r, d) in enumerate(zip(rows, details))]
+            m.update(kind=kind, sampled_from=sampled_from)
+            sets[name] = m
+            pred_fh.writelines(json.dumps(p) + "\n" for p in preds)
+            log.info("%s: accuracy %.4f macro-F1 %.4f", name, m["accuracy"], m["macro_f1"])
+    if not sets:
+        raise EvalError("no evaluation set could be loaded: " + "; ".join(f"{k}: {v}" for k, v in skipped.items()))
+    result = {
+        "model": args.model,
+        "command": "python -m eval.explainer " + " ".join(sys.argv[1:] if argv is None else argv),
+        "data_dir": str(data_dir) if data_dir else None, "hardware": hardware(), "max_length": args.max_length,
+        "max_premise_windows": args.max_premise_windows, "seed": args.seed, "seconds": time.time() - started,
+        "sets": sets, "skipped": skipped, "references": REFERENCES,
+    }
+    (out / "metrics.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    write_report(out, result)
+    plot_confusions(out, sets)
+    print((out / "report.md").read_text(encoding="utf-8"))
+    return result
+
+
+def cli(argv=None) -> int:
+    from training.data.base import DataError
+    from training.models import BaseModelError
+
+    try:
+        main(argv)
+    except (EvalError, DataError, BaseModelError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(cli())

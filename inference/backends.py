@@ -1,0 +1,439 @@
+"""Classifier runners: one interface over ONNX Runtime (default, torch-free) and PyTorch (unexported checkpoints).
+
+A runner takes already-encoded sequences (`Features`: token ids + token type ids) and returns one logits array
+per sequence: shape (num_labels,) for sequence classification, (seq_len, num_labels) for token classification.
+Tokenisation stays outside the runner (the Detector needs offsets and windows), but every runner carries the
+raw `tokenizers.Tokenizer` of its model so that both backends tokenise identically.
+
+Batching is real batching: sequences are sorted by length, cut into batches of `batch_size` (and at most
+`max_batch_tokens` padded tokens), padded to the longest sequence of their batch only, run in one call each,
+and returned in the caller's order.
+
+    runner = load_runner("runs/demo/export/detector", task="token")               # ONNX fp32
+    runner = load_runner("runs/demo/export/detector", task="token", precision="int8")
+    runner = load_runner("runs/detector-offline", task="token", backend="torch")  # run dir / checkpoint
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+log = logging.getLogger("halugate.inference")
+
+BACKENDS = ("onnx", "torch")
+TASKS = ("sequence", "token")
+INT8_FILES = ("model_quantized.onnx", "model.int8.onnx", "model_int8.onnx")
+FP32_FILES = ("model.onnx",)
+
+
+class ModelLoadError(RuntimeError):
+    """A model directory could not be loaded; the message names the directory and what is missing."""
+
+
+@dataclass
+class Features:
+    """One encoded sequence, special tokens included."""
+
+    input_ids: list[int]
+    token_type_ids: list[int] | None = None
+
+    def __len__(self) -> int:
+        return len(self.input_ids)
+
+
+def softmax(logits: np.ndarray, axis: int = -1) -> np.ndarray:
+    z = logits - logits.max(axis=axis, keepdims=True)
+    e = np.exp(z)
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Model directory reading (no torch)
+# ----------------------------------------------------------------------------------------------------------
+
+def _read_json(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ModelLoadError(f"{path}: cannot read JSON ({exc})") from None
+
+
+def read_labels(model_dir: str | Path) -> list[str]:
+    """Labels in id order, from label_map.json (written by training and export) or config.json's id2label."""
+    model_dir = Path(model_dir)
+    label_map = model_dir / "label_map.json"
+    if label_map.is_file():
+        data = _read_json(label_map)
+        if isinstance(data.get("labels"), list):
+            return [str(x) for x in data["labels"]]
+        if isinstance(data.get("id2label"), dict):
+            return [data["id2label"][k] for k in sorted(data["id2label"], key=int)]
+        raise ModelLoadError(f"{label_map}: expected a 'labels' list or an 'id2label' mapping")
+    config = model_dir / "config.json"
+    if config.is_file():
+        id2label = _read_json(config).get("id2label")
+        if isinstance(id2label, dict) and id2label:
+            return [id2label[k] for k in sorted(id2label, key=int)]
+    raise ModelLoadError(f"{model_dir}: no label_map.json and no id2label in config.json")
+
+
+def _special_token(model_dir: Path, tokenizer, key: str, defaults: Sequence[str]) -> int | None:
+    """Id of the tokenizer's `key` token (cls/sep/pad), read from the HF tokenizer files, else by name."""
+    names: list[str] = []
+    for fname in ("tokenizer_config.json", "special_tokens_map.json"):
+        path = model_dir / fname
+        if path.is_file():
+            value = _read_json(path).get(f"{key}_token")
+            if isinstance(value, dict):
+                value = value.get("content")
+            if isinstance(value, str):
+                names.append(value)
+    for name in [*names, *defaults]:
+        token_id = tokenizer.token_to_id(name)
+        if token_id is not None:
+            return int(token_id)
+    return None
+
+
+@dataclass
+class TokenizerInfo:
+    """The raw tokenizer plus the special ids the Detector format and padding need."""
+
+    tokenizer: object  # tokenizers.Tokenizer
+    cls_id: int
+    sep_id: int
+    pad_id: int
+
+
+def load_tokenizer(model_dir: str | Path) -> TokenizerInfo:
+    """tokenizer.json via `tokenizers` (no transformers), with any saved truncation/padding switched off."""
+    from tokenizers import Tokenizer
+
+    model_dir = Path(model_dir)
+    path = model_dir / "tokenizer.json"
+    if not path.is_file():
+        raise ModelLoadError(f"{model_dir}: tokenizer.json not found (save the fast tokenizer with the model)")
+    tok = Tokenizer.from_file(str(path))
+    # Saved tokenizers may carry fixed padding/truncation (all-MiniLM's pads every input to 128): the runtime
+    # decides lengths itself.
+    tok.no_truncation()
+    tok.no_padding()
+    cls_id = _special_token(model_dir, tok, "cls", ("[CLS]", "<s>", "<cls>"))
+    sep_id = _special_token(model_dir, tok, "sep", ("[SEP]", "</s>", "<sep>"))
+    pad_id = _special_token(model_dir, tok, "pad", ("[PAD]", "<pad>"))
+    if cls_id is None or sep_id is None:
+        raise ModelLoadError(f"{model_dir}: tokenizer has no CLS/SEP tokens; a BERT-style encoder is expected")
+    return TokenizerInfo(tok, cls_id, sep_id, pad_id if pad_id is not None else 0)
+
+
+def _max_positions(model_dir: Path) -> int:
+    config = model_dir / "config.json"
+    if config.is_file():
+        data = _read_json(config)
+        value = data.get("max_position_embeddings")
+        if isinstance(value, int) and value > 0:
+            return value
+    return 512
+
+
+def _config_task(model_dir: Path) -> str | None:
+    config = model_dir / "config.json"
+    if not config.is_file():
+        return None
+    for arch in _read_json(config).get("architectures") or []:
+        if arch.endswith("ForTokenClassification"):
+            return "token"
+        if arch.endswith("ForSequenceClassification"):
+            return "sequence"
+    return None
+
+
+def find_onnx_file(model_dir: str | Path, precision: str = "fp32", onnx_file: str = "") -> Path:
+    model_dir = Path(model_dir)
+    if onnx_file:
+        path = Path(onnx_file) if Path(onnx_file).is_absolute() else model_dir / onnx_file
+        if not path.is_file():
+            raise ModelLoadError(f"{path}: ONNX file not found")
+        return path
+    names = INT8_FILES if precision == "int8" else FP32_FILES
+    for name in names:
+        if (model_dir / name).is_file():
+            return model_dir / name
+    present = sorted(p.name for p in model_dir.glob("*.onnx")) if model_dir.is_dir() else []
+    hint = "export it with `python -m training.export --model RUN_DIR --out EXPORT_DIR" + (
+        " --quantize int8`" if precision == "int8" else "`")
+    raise ModelLoadError(f"{model_dir}: no {precision} ONNX model ({' or '.join(names)}); "
+                         f"found {present or 'no .onnx files'}; {hint}, or use backend=torch for a run dir")
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Runners
+# ----------------------------------------------------------------------------------------------------------
+
+class ClassifierRunner:
+    """Shared batching; subclasses implement `_run_batch(ids, mask, type_ids) -> logits`."""
+
+    backend = "base"
+
+    def __init__(self, *, model_dir: str, task: str, labels: list[str], tok: TokenizerInfo | None,
+                 max_length: int, batch_size: int = 8, max_batch_tokens: int = 65536,
+                 takes_token_type_ids: bool = True):
+        if task not in TASKS:
+            raise ValueError(f"task must be one of {TASKS}, got {task!r}")
+        self.model_dir = model_dir
+        self.task = task
+        self.labels = list(labels)
+        self.tok = tok
+        self.max_length = int(max_length)
+        self.batch_size = max(1, int(batch_size))
+        self.max_batch_tokens = max(1, int(max_batch_tokens))
+        self.takes_token_type_ids = takes_token_type_ids
+
+    @property
+    def tokenizer(self):
+        return self.tok.tokenizer if self.tok is not None else None
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.model_dir!r}, task={self.task}, labels={self.labels})"
+
+    def batches(self, lengths: Sequence[int]) -> list[list[int]]:
+        """Indices grouped into length-bucketed batches: longest first, at most batch_size sequences and
+        max_batch_tokens padded tokens each."""
+        order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+        out: list[list[int]] = []
+        current: list[int] = []
+        for i in order:
+            width = lengths[current[0]] if current else lengths[i]  # the first (longest) sets the padding
+            if current and (len(current) >= self.batch_size or width * (len(current) + 1) > self.max_batch_tokens):
+                out.append(current)
+                current = []
+            current.append(i)
+        if current:
+            out.append(current)
+        return out
+
+    def logits(self, features: Sequence[Features]) -> list[np.ndarray]:
+        """Logits per sequence, in input order (token tasks: trimmed to each sequence's own length)."""
+        for i, f in enumerate(features):
+            if not f.input_ids:
+                raise ValueError(f"features[{i}]: empty sequence")
+            if len(f) > self.max_length:
+                raise ValueError(f"features[{i}]: {len(f)} tokens exceed the model's {self.max_length} positions "
+                                 f"({self.model_dir}); window or truncate before calling the runner")
+        results: list[np.ndarray | None] = [None] * len(features)
+        pad_id = self.tok.pad_id if self.tok is not None else 0
+        for batch in self.batches([len(f) for f in features]):
+            width = max(len(features[i]) for i in batch)
+            ids = np.full((len(batch), width), pad_id, dtype=np.int64)
+            mask = np.zeros((len(batch), width), dtype=np.int64)
+            types = np.zeros((len(batch), width), dtype=np.int64)
+            for row, i in enumerate(batch):
+                f = features[i]
+                n = len(f)
+                ids[row, :n] = f.input_ids
+                mask[row, :n] = 1
+                if f.token_type_ids is not None:
+                    types[row, :n] = f.token_type_ids
+            out = np.asarray(self._run_batch(ids, mask, types), dtype=np.float32)
+            for row, i in enumerate(batch):
+                results[i] = out[row, : len(features[i])] if self.task == "token" else out[row]
+        return results  # type: ignore[return-value]
+
+    def probabilities(self, features: Sequence[Features]) -> list[np.ndarray]:
+        return [softmax(x) for x in self.logits(features)]
+
+    # Sequence classification over texts / text pairs (Sentinel, Explainer).
+    def encode(self, text: str, pair: str | None = None) -> Features:
+        """[CLS] text [SEP] (pair [SEP]) with the model's own post-processor; the longer side is cut first
+        when the pair does not fit (Sentinel prompts and NLI pairs; the Detector never comes through here)."""
+        if self.tokenizer is None:
+            raise RuntimeError(f"{self!r} has no tokenizer")
+        enc = self.tokenizer.encode(text, pair) if pair is not None else self.tokenizer.encode(text)
+        if len(enc.ids) > self.max_length:
+            cut = self._truncating_tokenizer()
+            enc = cut.encode(text, pair) if pair is not None else cut.encode(text)
+        return Features(list(enc.ids), list(enc.type_ids))
+
+    def _truncating_tokenizer(self):
+        """A copy of the tokenizer that cuts the longest side to max_length (the shared one never truncates,
+        so no call toggles state another thread may be using)."""
+        if getattr(self, "_cut", None) is None:
+            from tokenizers import Tokenizer
+
+            cut = Tokenizer.from_str(self.tokenizer.to_str())
+            cut.enable_truncation(self.max_length, strategy="longest_first")
+            self._cut = cut
+        return self._cut
+
+    def classify(self, texts: Sequence[str | tuple[str, str]]) -> np.ndarray:
+        """Probabilities (N, num_labels) for texts or (text, pair) tuples, batched."""
+        if self.task != "sequence":
+            raise RuntimeError(f"{self!r} is a token classifier; classify() needs a sequence classifier")
+        feats = [self.encode(*t) if isinstance(t, tuple) else self.encode(t) for t in texts]
+        if not feats:
+            return np.zeros((0, len(self.labels)), dtype=np.float32)
+        return np.stack(self.probabilities(feats))
+
+    def _run_batch(self, ids: np.ndarray, mask: np.ndarray, types: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+
+class OnnxRunner(ClassifierRunner):
+    """onnxruntime InferenceSession; the graph's own input names decide what is fed."""
+
+    backend = "onnx"
+
+    def __init__(self, model_dir: str | Path, task: str, *, precision: str = "fp32", onnx_file: str = "",
+                 use_cpu: bool = True, providers: Sequence[str] | None = None, num_threads: int = 0,
+                 batch_size: int = 8, max_batch_tokens: int = 65536):
+        import onnxruntime as ort
+
+        model_dir = Path(model_dir)
+        if not model_dir.is_dir():
+            raise ModelLoadError(f"{model_dir}: model directory not found")
+        path = find_onnx_file(model_dir, precision, onnx_file)
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        if num_threads:
+            options.intra_op_num_threads = int(num_threads)
+        if providers is None:
+            available = ort.get_available_providers()
+            providers = ["CPUExecutionProvider"] if use_cpu else [
+                p for p in ("CUDAExecutionProvider", "CPUExecutionProvider") if p in available]
+        try:
+            self.session = ort.InferenceSession(str(path), sess_options=options, providers=list(providers))
+        except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own exception types
+            raise ModelLoadError(f"{path}: onnxruntime cannot load it ({type(exc).__name__}: {exc})") from None
+        self.onnx_path = path
+        self.input_names = [i.name for i in self.session.get_inputs()]
+        self.input_types = {i.name: i.type for i in self.session.get_inputs()}
+        output = self.session.get_outputs()[0]
+        self.output_name = output.name
+        graph_task = "token" if len(output.shape) == 3 else "sequence"
+        if graph_task != task:
+            raise ModelLoadError(f"{path}: graph output {output.name} has shape {output.shape}: a {graph_task} "
+                                 f"classifier, but a {task} classifier is needed here")
+        missing = {"input_ids"} - set(self.input_names)
+        if missing:
+            raise ModelLoadError(f"{path}: graph has no input_ids input (inputs: {self.input_names})")
+        labels = read_labels(model_dir)
+        n_out = output.shape[-1]
+        if isinstance(n_out, int) and n_out != len(labels):
+            raise ModelLoadError(f"{model_dir}: {len(labels)} labels in the label map but the graph outputs {n_out}")
+        super().__init__(model_dir=str(model_dir), task=task, labels=labels, tok=load_tokenizer(model_dir),
+                         max_length=_max_positions(model_dir), batch_size=batch_size,
+                         max_batch_tokens=max_batch_tokens,
+                         takes_token_type_ids="token_type_ids" in self.input_names)
+        self.precision = "int8" if path.name in INT8_FILES else precision
+
+    def _feed(self, name: str, array: np.ndarray) -> np.ndarray:
+        return array.astype(np.int32) if self.input_types.get(name) == "tensor(int32)" else array
+
+    def _run_batch(self, ids, mask, types):
+        feeds = {}
+        for name in self.input_names:
+            if name == "input_ids":
+                feeds[name] = self._feed(name, ids)
+            elif name == "attention_mask":
+                feeds[name] = self._feed(name, mask)
+            elif name == "token_type_ids":
+                feeds[name] = self._feed(name, types)
+            elif name == "position_ids":
+                feeds[name] = self._feed(name, np.broadcast_to(np.arange(ids.shape[1]), ids.shape).copy())
+            else:
+                raise RuntimeError(f"{self.onnx_path}: unsupported graph input {name!r}")
+        return self.session.run([self.output_name], feeds)[0]
+
+
+class TorchRunner(ClassifierRunner):
+    """transformers AutoModelFor{Sequence,Token}Classification from a run dir or checkpoint (torch imported here)."""
+
+    backend = "torch"
+
+    def __init__(self, model_dir: str | Path, task: str, *, use_cpu: bool = True, num_threads: int = 0,
+                 batch_size: int = 8, max_batch_tokens: int = 65536):
+        model_dir = Path(model_dir)
+        if not (model_dir / "config.json").is_file():
+            raise ModelLoadError(f"{model_dir}: no config.json; backend=torch needs a transformers model "
+                                 "directory (a run dir or checkpoint)")
+        try:
+            import torch
+            from transformers import AutoModelForSequenceClassification, AutoModelForTokenClassification
+        except ImportError as exc:
+            raise ModelLoadError(f"backend=torch needs torch and transformers ({exc}); "
+                                 "install the `train` extra or use backend=onnx") from None
+        found = _config_task(model_dir)
+        if found is not None and found != task:
+            raise ModelLoadError(f"{model_dir}: config.json declares a {found} classifier, "
+                                 f"but a {task} classifier is needed here")
+        if num_threads:
+            torch.set_num_threads(int(num_threads))
+        cls = AutoModelForTokenClassification if task == "token" else AutoModelForSequenceClassification
+        try:
+            model = cls.from_pretrained(str(model_dir))
+        except Exception as exc:  # noqa: BLE001 - report any load failure in one line
+            raise ModelLoadError(f"{model_dir}: transformers cannot load it ({type(exc).__name__}: {exc})") from None
+        self.device = "cuda" if (not use_cpu and torch.cuda.is_available()) else "cpu"
+        self.model = model.to(self.device).eval()
+        self._torch = torch
+        import inspect
+
+        takes_types = "token_type_ids" in inspect.signature(self.model.forward).parameters
+        super().__init__(model_dir=str(model_dir), task=task, labels=read_labels(model_dir),
+                         tok=load_tokenizer(model_dir), max_length=_max_positions(model_dir),
+                         batch_size=batch_size, max_batch_tokens=max_batch_tokens, takes_token_type_ids=takes_types)
+        self.precision = "fp32"
+
+    def _run_batch(self, ids, mask, types):
+        torch = self._torch
+        inputs = {"input_ids": torch.from_numpy(ids).to(self.device),
+                  "attention_mask": torch.from_numpy(mask).to(self.device)}
+        if self.takes_token_type_ids:
+            inputs["token_type_ids"] = torch.from_numpy(types).to(self.device)
+        with torch.inference_mode():
+            return self.model(**inputs).logits.float().cpu().numpy()
+
+
+def resolve_model_dir(model_id: str | Path) -> Path:
+    """A local directory, or a Hub id fetched (or found in the local cache) with huggingface_hub."""
+    path = Path(os.path.expanduser(str(model_id)))
+    if path.exists():
+        return path
+    text = str(model_id)
+    if not text or text.startswith((".", "/", "~")) or text.count("/") != 1:
+        raise ModelLoadError(f"{model_id}: model directory not found")
+    try:
+        from huggingface_hub import snapshot_download
+    except ImportError:
+        raise ModelLoadError(f"{model_id}: not a local directory, and huggingface_hub is not installed to fetch "
+                             "it from the Hub; download the model and set model_id to its directory") from None
+    with contextlib.suppress(Exception):  # not in the local cache: try the network below
+        return Path(snapshot_download(text, local_files_only=True))
+    try:
+        return Path(snapshot_download(text))
+    except Exception as exc:  # noqa: BLE001 - one line naming the model is enough
+        raise ModelLoadError(f"{model_id}: not a local directory and not fetchable from the Hugging Face Hub "
+                             f"({type(exc).__name__}); set model_id to a local model directory") from None
+
+
+def load_runner(model_dir: str | Path, task: str, backend: str = "onnx", *, use_cpu: bool = True,
+                precision: str = "fp32", onnx_file: str = "", num_threads: int = 0, batch_size: int = 8,
+                max_batch_tokens: int = 65536, providers: Sequence[str] | None = None) -> ClassifierRunner:
+    """A runner for `model_dir` ("onnx": an export dir; "torch": a run dir / checkpoint)."""
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    model_dir = resolve_model_dir(model_dir)
+    if backend == "onnx":
+        return OnnxRunner(model_dir, task, precision=precision, onnx_file=onnx_file, use_cpu=use_cpu,
+                          providers=providers, num_threads=num_threads, batch_size=batch_size,
+                          max_batch_tokens=max_batch_tokens)
+    return TorchRunner(model_dir, task, use_cpu=use_cpu, num_threads=num_threads, batch_size=batch_size,
+                       max_batch_tokens=max_batch_tokens)

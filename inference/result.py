@@ -1,0 +1,163 @@
+"""The detection result: a dataclass with a stable JSON form (fixed key order, fixed types) and x-vsr-* headers.
+
+JSON (`Result.to_dict()` / `to_json()`), keys always present and in this order:
+
+    schema                  "halugate.detect/v1"
+    status                  "ok" | "skipped" | "unavailable"
+    reason                  why skipped / unavailable ("" when ok): see REASONS
+    fact_check_needed       true | false | null (null: Sentinel unavailable)
+    fact_check_confidence   float | null (probability of FACT_CHECK_NEEDED; null: no Sentinel ran)
+    hallucination_detected  true | false | null (null: not checked or unknown; never false without a check)
+    unverified_factual      true | false (fact-seeking request without context to verify against)
+    max_severity            int 0-4 (0: no span)
+    spans                   [{start, end, text, confidence, nli_label, nli_confidence, severity, explanation}]
+    action                  "none" | "header" | "body" | "block" (what was applied)
+    blocked                 true | false (the answer is withheld)
+    answer                  string | null (what to return: the answer, with a warning for `body`; null if blocked)
+    warning                 string | null (the warning appended, or the message returned instead when blocked)
+    headers                 {name: value} to add to the response
+    decision                string | null (the decision whose hallucination plugin ran)
+    errors                  [{stage, message}] (models that failed to load or run)
+    context_tokens          int (Detector tokens of the context; 0 when not run)
+    detector_windows        int (windows the Detector ran on; 0 when not run)
+    timings_ms              {sentinel, context, detector, explainer, total} floats
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+SCHEMA = "halugate.detect/v1"
+STATUSES = ("ok", "skipped", "unavailable")
+STAGES = ("sentinel", "context", "detector", "explainer", "total")
+REASONS = {
+    "": "checked",
+    "disabled": "hallucination_mitigation.enabled is false",
+    "no_fact_check_needed": "the Sentinel judged the prompt not fact-seeking; no decision with an enabled plugin matched",
+    "no_decision": "no decision's rules matched the request",
+    "plugin_disabled": "the matched decision has no enabled hallucination plugin",
+    "no_context": "fact-seeking request without context: unverified_factual is set",
+    "empty_answer": "the answer is empty: there is nothing to verify",
+    "model_unavailable": "a model failed to load or run: see errors",
+}
+
+HEADER_FACT_CHECK = "x-vsr-fact-check-needed"
+HEADER_DETECTED = "x-vsr-hallucination-detected"
+HEADER_SPANS = "x-vsr-hallucination-spans"
+HEADER_CONTRADICTIONS = "x-vsr-nli-contradictions"
+HEADER_SEVERITY = "x-vsr-max-severity"
+HEADER_UNVERIFIED = "x-vsr-unverified-factual-response"
+HEADER_CONTEXT_MISSING = "x-vsr-verification-context-missing"
+HEADER_STATUS = "x-vsr-verification-status"
+MAX_SPANS_HEADER_CHARS = 1024  # header values stay well under common proxy limits
+
+
+def _r(x: float | None, digits: int = 4) -> float | None:
+    return None if x is None else round(float(x), digits)
+
+
+@dataclass
+class Span:
+    start: int
+    end: int
+    text: str
+    confidence: float
+    nli_label: str | None = None
+    nli_confidence: float | None = None
+    severity: int = 0
+    explanation: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "start": int(self.start), "end": int(self.end), "text": str(self.text),
+            "confidence": _r(self.confidence), "nli_label": self.nli_label,
+            "nli_confidence": _r(self.nli_confidence), "severity": int(self.severity),
+            "explanation": str(self.explanation),
+        }
+
+
+@dataclass
+class Result:
+    status: str = "ok"
+    reason: str = ""
+    fact_check_needed: bool | None = None
+    fact_check_confidence: float | None = None
+    hallucination_detected: bool | None = None
+    unverified_factual: bool = False
+    spans: list[Span] = field(default_factory=list)
+    action: str = "none"
+    blocked: bool = False
+    answer: str | None = None
+    warning: str | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    decision: str | None = None
+    errors: list[dict[str, str]] = field(default_factory=list)
+    context_tokens: int = 0
+    detector_windows: int = 0
+    timings_ms: dict[str, float] = field(default_factory=lambda: {s: 0.0 for s in STAGES})
+
+    @property
+    def max_severity(self) -> int:
+        return max((s.severity for s in self.spans), default=0)
+
+    @property
+    def nli_contradictions(self) -> int:
+        return sum(1 for s in self.spans if s.nli_label == "contradiction")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema": SCHEMA,
+            "status": self.status,
+            "reason": self.reason,
+            "fact_check_needed": self.fact_check_needed,
+            "fact_check_confidence": _r(self.fact_check_confidence),
+            "hallucination_detected": self.hallucination_detected,
+            "unverified_factual": bool(self.unverified_factual),
+            "max_severity": int(self.max_severity),
+            "spans": [s.to_dict() for s in self.spans],
+            "action": self.action,
+            "blocked": bool(self.blocked),
+            "answer": self.answer,
+            "warning": self.warning,
+            "headers": dict(self.headers),
+            "decision": self.decision,
+            "errors": [{"stage": e["stage"], "message": e["message"]} for e in self.errors],
+            "context_tokens": int(self.context_tokens),
+            "detector_windows": int(self.detector_windows),
+            "timings_ms": {s: _r(self.timings_ms.get(s, 0.0), 3) for s in STAGES},
+        }
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return json.dumps(self.to_dict(), ensure_ascii=False, indent=indent)
+
+
+def detection_headers(result: Result, hallucination_headers: bool, unverified_headers: bool) -> dict[str, str]:
+    """x-vsr-* headers for the result; which groups are sent follows the plugin's actions (`none` sends none
+    of its group). A result with status unavailable always says so, so that a fail-open pass is visible."""
+    headers: dict[str, str] = {}
+    if (hallucination_headers or unverified_headers) and result.fact_check_needed is not None:
+        headers[HEADER_FACT_CHECK] = "true" if result.fact_check_needed else "false"
+    if hallucination_headers and result.hallucination_detected is not None:
+        headers[HEADER_DETECTED] = "true" if result.hallucination_detected else "false"
+        if result.hallucination_detected:
+            headers[HEADER_SPANS] = spans_header(result.spans)
+            headers[HEADER_CONTRADICTIONS] = str(result.nli_contradictions)
+            headers[HEADER_SEVERITY] = str(result.max_severity)
+    if unverified_headers and result.unverified_factual:
+        headers[HEADER_UNVERIFIED] = "true"
+        headers[HEADER_CONTEXT_MISSING] = "true"
+    if result.status == "unavailable":
+        headers[HEADER_STATUS] = "unavailable"
+    return headers
+
+
+def spans_header(spans: list[Span]) -> str:
+    """Span texts joined with '; ' (newlines folded, ';' in a span escaped as ',', cut at MAX_SPANS_HEADER_CHARS)."""
+    parts = [" ".join(s.text.split()).replace(";", ",") for s in spans]
+    value = "; ".join(parts)
+    if len(value) > MAX_SPANS_HEADER_CHARS:
+        value = value[: MAX_SPANS_HEADER_CHARS - 3] + "..."
+    # Header values must be visible ASCII or ISO-8859-1 per RFC 9110; keep them ASCII-safe.
+    return value.encode("ascii", "backslashreplace").decode("ascii")

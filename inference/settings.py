@@ -1,0 +1,237 @@
+"""The runtime config: YAML in the seed router's shape, loaded into typed dataclasses by inference.config.
+
+    hallucination_mitigation:            # models and thresholds (seed: router-defaults.yaml)
+      enabled: true
+      backend: onnx                      # onnx | torch
+      precision: fp32                    # fp32 | int8 (ONNX file picked in each export dir)
+      fail_mode: open                    # open: pass the answer when a model is unavailable; closed: withhold it
+      fact_check_model:    {model_id, threshold: 0.6, use_cpu: true}
+      hallucination_model: {model_id, threshold: 0.8, use_cpu: true, min_span_length, min_span_confidence,
+                            enable_nli_filtering, nli_entailment_threshold, window_overlap, max_context_tokens}
+      nli_model:           {model_id, threshold: 0.7, use_cpu: true, hypothesis: sentence, max_premise_windows}
+    decisions:                           # seed: config.yaml decisions with rules and the hallucination plugin
+      - name: fact_check
+        priority: 100
+        rules: {operator: OR, conditions: [{type: fact_check, name: needs_fact_check}]}
+        plugins:
+          - type: hallucination
+            configuration: {enabled: true, use_nli: true, hallucination_action: header,
+                            unverified_factual_action: header, include_hallucination_details: true}
+
+Relative model_id paths are resolved against the current directory first, then the config file's directory's
+parent (so `runs/demo/export/detector` works from the repository root and from elsewhere).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from inference.config import ConfigError, from_dict, load_config
+
+HALLUCINATION_ACTIONS = ("header", "body", "block", "none")
+UNVERIFIED_ACTIONS = ("header", "body", "none")
+FACT_CHECK_NAMES = ("needs_fact_check", "no_fact_check_needed")
+CONDITION_TYPES = ("fact_check", "context", "always")
+CONTEXT_NAMES = ("present", "missing")
+
+
+def _unit(name: str, value: float) -> None:
+    if not 0.0 <= value <= 1.0:
+        raise ValueError(f"{name}: must be in [0, 1], got {value}")
+
+
+@dataclass
+class ModelSettings:
+    model_id: str = ""            # export dir (onnx) or run dir / checkpoint (torch) or Hub id; "" = not used
+    threshold: float = 0.5
+    use_cpu: bool = True
+    batch_size: int = 8
+    onnx_file: str = ""           # override the ONNX file name inside model_id
+
+    def validate(self) -> None:
+        _unit("threshold", self.threshold)
+        if self.batch_size < 1:
+            raise ValueError(f"batch_size: must be >= 1, got {self.batch_size}")
+
+
+@dataclass
+class SentinelSettings(ModelSettings):
+    threshold: float = 0.6
+
+
+@dataclass
+class DetectorSettings(ModelSettings):
+    threshold: float = 0.8                 # token probability of HALLUCINATED to flag a token
+    min_span_length: int = 2               # characters; shorter merged spans are dropped
+    min_span_confidence: float = 0.6       # spans whose max token probability is below are dropped
+    enable_nli_filtering: bool = True      # entailed spans with confidence >= nli_entailment_threshold dropped
+    nli_entailment_threshold: float = 0.75
+    max_length: int = 0                    # tokens per window; 0 = the model's position limit
+    window_overlap: int = 128              # context tokens shared by consecutive windows
+    window_aggregation: Literal["max", "min"] = "max"  # per answer token across windows
+    max_context_tokens: int = 16384        # hard limit: longer contexts are refused with an error
+
+    def validate(self) -> None:
+        super().validate()
+        _unit("min_span_confidence", self.min_span_confidence)
+        _unit("nli_entailment_threshold", self.nli_entailment_threshold)
+        if self.min_span_length < 0:
+            raise ValueError(f"min_span_length: must be >= 0, got {self.min_span_length}")
+        if self.max_length < 0 or self.window_overlap < 0 or self.max_context_tokens < 1:
+            raise ValueError("max_length, window_overlap must be >= 0 and max_context_tokens >= 1")
+
+
+@dataclass
+class ExplainerSettings(ModelSettings):
+    threshold: float = 0.7                 # NLI confidence under this lowers a span's severity by one
+    hypothesis: Literal["sentence", "clause", "span"] = "sentence"  # how far a span is widened for NLI
+    max_premise_windows: int = 4           # long contexts: the premise windows most similar to the hypothesis
+
+    def validate(self) -> None:
+        super().validate()
+        if self.max_premise_windows < 1:
+            raise ValueError(f"max_premise_windows: must be >= 1, got {self.max_premise_windows}")
+
+
+@dataclass
+class MitigationSettings:
+    enabled: bool = True
+    backend: Literal["onnx", "torch"] = "onnx"
+    precision: Literal["fp32", "int8"] = "fp32"
+    fail_mode: Literal["open", "closed"] = "open"
+    num_threads: int = 0                   # onnxruntime / torch intra-op threads; 0 = library default
+    fact_check_model: SentinelSettings = field(default_factory=SentinelSettings)
+    hallucination_model: DetectorSettings = field(default_factory=DetectorSettings)
+    nli_model: ExplainerSettings = field(default_factory=ExplainerSettings)
+
+
+@dataclass
+class HallucinationPlugin:
+    enabled: bool = True
+    use_nli: bool = True
+    hallucination_action: str = "header"
+    unverified_factual_action: str = "header"
+    include_hallucination_details: bool = True
+
+    def validate(self) -> None:
+        if self.hallucination_action not in HALLUCINATION_ACTIONS:
+            raise ValueError(f"hallucination_action: expected one of {', '.join(HALLUCINATION_ACTIONS)}, "
+                             f"got {self.hallucination_action!r}")
+        if self.unverified_factual_action not in UNVERIFIED_ACTIONS:
+            hint = " (block withholds hallucinated answers only)" if self.unverified_factual_action == "block" else ""
+            raise ValueError(f"unverified_factual_action: expected one of {', '.join(UNVERIFIED_ACTIONS)}, "
+                             f"got {self.unverified_factual_action!r}{hint}")
+
+
+@dataclass
+class Plugin:
+    type: str
+    configuration: dict[str, Any] = field(default_factory=dict)
+
+    def validate(self) -> None:
+        if self.type != "hallucination":
+            raise ValueError(f"type: unsupported plugin {self.type!r} (this runtime implements: hallucination)")
+
+
+@dataclass
+class Condition:
+    type: str
+    name: str = ""
+
+    def validate(self) -> None:
+        if self.type not in CONDITION_TYPES:
+            raise ValueError(f"type: unsupported condition {self.type!r} (supported: {', '.join(CONDITION_TYPES)})")
+        if self.type == "fact_check" and self.name not in FACT_CHECK_NAMES:
+            raise ValueError(f"name: fact_check conditions are {', '.join(FACT_CHECK_NAMES)}, got {self.name!r}")
+        if self.type == "context" and self.name not in CONTEXT_NAMES:
+            raise ValueError(f"name: context conditions are {', '.join(CONTEXT_NAMES)}, got {self.name!r}")
+
+
+@dataclass
+class Rules:
+    operator: Literal["AND", "OR"] = "OR"
+    conditions: list[Condition] = field(default_factory=list)
+
+
+@dataclass
+class Decision:
+    name: str
+    description: str = ""
+    priority: int = 0
+    rules: Rules = field(default_factory=Rules)
+    modelRefs: list[dict[str, Any]] = field(default_factory=list)
+    plugins: list[Plugin] = field(default_factory=list)
+
+    def plugin(self) -> HallucinationPlugin | None:
+        """The hallucination plugin's configuration (validated when the config is loaded)."""
+        for p in self.plugins:
+            if p.type == "hallucination":
+                return from_dict(HallucinationPlugin, p.configuration, f"decisions.{self.name}.plugins.hallucination")
+        return None
+
+    def validate(self) -> None:
+        for p in self.plugins:
+            try:
+                from_dict(HallucinationPlugin, p.configuration, "")
+            except ConfigError as exc:
+                raise ValueError(f"plugins.hallucination.configuration.{str(exc).lstrip(': ')}") from None
+
+    def matches(self, fact_check_needed: bool | None, has_context: bool) -> bool:
+        """Rules on the request's signals; an unknown fact-check signal (Sentinel unavailable) counts as
+        needs_fact_check, the conservative side. No conditions = always."""
+        results = []
+        for cond in self.rules.conditions:
+            if cond.type == "always":
+                results.append(True)
+            elif cond.type == "fact_check":
+                needed = fact_check_needed is not False
+                results.append(needed if cond.name == "needs_fact_check" else not needed)
+            else:
+                results.append(has_context if cond.name == "present" else not has_context)
+        if not results:
+            return True
+        return all(results) if self.rules.operator == "AND" else any(results)
+
+
+def default_decisions() -> list[Decision]:
+    return [Decision(
+        name="fact_check", description="verify answers to fact-seeking prompts", priority=100,
+        rules=Rules("OR", [Condition("fact_check", "needs_fact_check")]),
+        plugins=[Plugin("hallucination", {})],
+    )]
+
+
+@dataclass
+class InferenceSettings:
+    hallucination_mitigation: MitigationSettings = field(default_factory=MitigationSettings)
+    decisions: list[Decision] = field(default_factory=default_decisions)
+
+    def ordered_decisions(self) -> list[Decision]:
+        """Highest priority first; equal priorities keep file order."""
+        return sorted(self.decisions, key=lambda d: -d.priority)
+
+    def select(self, fact_check_needed: bool | None, has_context: bool) -> Decision | None:
+        for decision in self.ordered_decisions():
+            if decision.matches(fact_check_needed, has_context):
+                return decision
+        return None
+
+
+def load_settings(path: str | Path | None = None, overrides: list[str] | None = None) -> InferenceSettings:
+    settings = load_config(InferenceSettings, path, overrides)
+    if path is not None:
+        base = Path(path).resolve().parent.parent
+        m = settings.hallucination_mitigation
+        for model in (m.fact_check_model, m.hallucination_model, m.nli_model):
+            model.model_id = resolve_model_path(model.model_id, base)
+    return settings
+
+
+def resolve_model_path(model_id: str, base: Path) -> str:
+    """Relative local paths: as given when they exist from the current directory, else under `base`."""
+    if not model_id or Path(model_id).is_absolute() or Path(model_id).expanduser().exists():
+        return model_id
+    candidate = base / model_id
+    return str(candidate) if candidate.exists() else model_id

@@ -1,0 +1,98 @@
+"""Long contexts: the Detector sees the whole context through overlapping windows, the Explainer the most
+relevant premise windows. Nothing is cut silently; a context over the hard limit is refused.
+
+Detector: `inference.spans.context_windows` (the one Detector format) splits the context into windows that each
+hold the template, the whole question and the whole answer; consecutive windows share `overlap` context
+tokens. Per answer token the probability of HALLUCINATED is combined across windows: `max` (default, as the
+issue asks: a token contradicted anywhere is flagged; the cost is that a claim supported in one window can be
+flagged by another window that lacks its evidence) or `min` (a claim supported by any window counts as
+supported). A single window (short input) is exactly the unwindowed input, so both agree there.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+import numpy as np
+
+from inference.spans import AnswerTooLongError, DetectorInput, context_windows, tokenize_segment
+
+
+class InputTooLongError(ValueError):
+    """The input cannot be checked within the configured limits; the message names the limit to raise."""
+
+
+def join_documents(documents: Sequence[str]) -> str:
+    """Several documents (tool results, retrieved passages) become one context, separated by blank lines."""
+    return "\n\n".join(d.strip() for d in documents if d.strip())
+
+
+def detector_windows(tokenizer, context: str, question: str | None, answer: str, *, max_length: int,
+                     overlap: int, max_context_tokens: int, task_type: str | None, special_tokens=None,
+                     where: str = "") -> list[DetectorInput]:
+    """All Detector windows of one input; InputTooLongError for a context over the hard limit or an answer
+    (+ question) that leaves no room for context in a window."""
+    where = where or "input"
+    try:
+        windows = context_windows(tokenizer, context, question, answer, max_length=max_length, overlap=overlap,
+                                  task_type=task_type, special_tokens=special_tokens)
+    except AnswerTooLongError as exc:
+        raise InputTooLongError(
+            f"{where}: the question and answer alone need {exc.needed} tokens, more than the Detector's window "
+            f"of {exc.max_length}; the answer is never truncated (shorten it, or use a Detector with more "
+            "positions: hallucination_mitigation.hallucination_model.max_length)") from None
+    n_context = windows[0].context_tokens
+    if n_context > max_context_tokens:
+        raise InputTooLongError(
+            f"{where}: the context has {n_context} tokens, over the hard limit of {max_context_tokens} "
+            "(hallucination_mitigation.hallucination_model.max_context_tokens); it is refused rather than "
+            "truncated")
+    if n_context and all(w.context_token_range[1] <= w.context_token_range[0] for w in windows):
+        raise InputTooLongError(
+            f"{where}: the question and answer fill the Detector's {max_length}-token window and leave no room "
+            "for the context; shorten them or use a Detector with more positions")
+    return windows
+
+
+def aggregate_windows(per_window: Sequence[np.ndarray], how: str = "max") -> np.ndarray:
+    """Combine per-answer-token probabilities from each window (all the same length)."""
+    stacked = np.stack([np.asarray(p, dtype=float) for p in per_window])
+    return stacked.max(axis=0) if how == "max" else stacked.min(axis=0)
+
+
+# ---- Explainer premises --------------------------------------------------------------------------------------
+
+_WORDS = re.compile(r"\w+")
+_STOP = frozenset(["the", "a", "an", "of", "and", "or", "to", "in", "on", "at", "for", "by", "with", "from", "is", "are", "was", "were", "be", "been", "it", "its", "this", "that", "as", "which", "who", "what", "when", "where", "how", "than", "then", "there", "their"])
+
+
+def _content_words(text: str) -> set[str]:
+    return {w for w in _WORDS.findall(text.lower()) if w not in _STOP}
+
+
+def premise_windows(tokenizer, context: str, budget: int, overlap: int = 32) -> list[str]:
+    """The context cut into windows of at most `budget` tokens of the Explainer's tokenizer (character slices
+    of the original text, so nothing is re-tokenised differently)."""
+    ids, offsets = tokenize_segment(tokenizer, context)
+    if len(ids) <= budget or budget <= 0:
+        return [context]
+    step = max(1, budget - min(overlap, budget // 2))
+    out = []
+    start = 0
+    while True:
+        end = min(len(ids), start + budget)
+        out.append(context[offsets[start][0]:offsets[end - 1][1]])
+        if end >= len(ids):
+            return out
+        start += step
+
+
+def rank_premises(windows: Sequence[str], hypothesis: str, k: int) -> list[str]:
+    """The k windows sharing the most content words with the hypothesis (all of them when there are <= k),
+    in document order."""
+    if len(windows) <= k:
+        return list(windows)
+    target = _content_words(hypothesis)
+    scored = sorted(range(len(windows)), key=lambda i: (-len(target & _content_words(windows[i])), i))
+    return [windows[i] for i in sorted(scored[:k])]

@@ -1,0 +1,397 @@
+"""Latency of the whole HaluGate stack per stage, per backend, and side by side with the PyPI `lettucedetect`.
+
+    python scripts/bench_latency.py --detector runs/detector-offline --out runs/bench
+    python scripts/bench_latency.py --build-missing --out runs/bench          # random-head MiniLM models
+
+What it measures, on identical inputs for every backend:
+- p50 / p99 (and n) of each stage (sentinel, context extraction, detector, explainer, total) in milliseconds, at
+  context lengths 512, 2K, 4K, 8K Detector tokens and batch 1 / 8 (detect_batch; batch timings are for the
+  whole batch), for ONNX fp32, ONNX int8 and PyTorch eager;
+- lettucedetect 0.2.3 `HallucinationDetector(method="transformer", model_path=RUN_DIR)` on the same Detector
+  checkpoint: (a) its own long-context path (`predict`, passages grouped into chunks, max over chunks) against
+  our Detector path (context extraction + windowed Detector, ONNX fp32, threshold 0.5 like its argmax), with the
+  ratio and whether the spans are the same; (b) the same tokens through both (`predict_prompt` vs our runner on
+  the identical [CLS] prompt [SEP] answer [SEP] encoding): ratio and per-token agreement.
+Every stage model is a run dir (torch) exported to ONNX (fp32 + int8) by training.export into OUT/models when it
+has no export yet. `--build-missing` builds a random-head MiniLM classifier (training.models.build_model on
+offline:minilm) for any stage without a checkpoint: realistic timing, meaningless predictions. MiniLM has 512
+positions, so every context above ~450 tokens runs in several Detector windows.
+
+The Sentinel threshold is 0 here so that every input goes through the full stack (the Sentinel still runs and
+is timed). Results: OUT/latency.json and OUT/latency.md (with hardware, versions and load average).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from inference.backends import Features
+from inference.detect import HaluGate
+from inference.labels import DETECTOR_LABELS, EXPLAINER_LABELS, SENTINEL_LABELS
+from inference.result import STAGES
+from inference.spans import token_probs_to_spans
+from inference.windowing import join_documents
+
+STAGE_SPECS = {"sentinel": ("sequence", SENTINEL_LABELS), "detector": ("token", DETECTOR_LABELS),
+               "explainer": ("sequence", EXPLAINER_LABELS)}
+BACKENDS = {"onnx-fp32": ("onnx", "fp32"), "onnx-int8": ("onnx", "int8"), "torch": ("torch", "fp32")}
+QUESTION = "When was the Eiffel Tower built, and how tall is it?"
+EVIDENCE = "The Eiffel Tower in Paris was built from 1887 to 1889. It is 330 meters tall."
+ANSWERS = ["The Eiffel Tower was built in 1950 and is 500 meters tall.",
+           "It was built between 1887 and 1889 and is 330 meters tall, in Rome.",
+           "The tower, finished in 1889, stands 330 meters tall in Paris.",
+           "Construction ended in 1901; the tower is 290 meters tall."]
+CITIES = ["Lyon", "Turin", "Ghent", "Porto", "Bergen", "Graz", "Malmo", "Leeds", "Split", "Tartu"]
+THINGS = ["library", "bridge", "museum", "station", "market hall", "observatory", "theatre", "harbour crane"]
+
+
+# ---- models ------------------------------------------------------------------------------------------------
+
+def build_random_head(stage: str, out: Path) -> Path:
+    from training.models import build_model, load_tokenizer, resolve_base_model
+
+    task, labels = STAGE_SPECS[stage]
+    base = resolve_base_model("offline:minilm")
+    import torch
+
+    torch.manual_seed(0)
+    model = build_model(base, task, labels)
+    out.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out, safe_serialization=True)
+    load_tokenizer(base).save_pretrained(out)
+    (out / "label_map.json").write_text(json.dumps({"labels": labels, "id2label": dict(enumerate(labels))}))
+    return out
+
+
+def has_weights(path: Path) -> bool:
+    return (path / "config.json").is_file() and any(path.glob("*.safetensors"))
+
+
+def prepare(stage: str, run: str | None, export: str | None, out: Path, build_missing: bool) -> dict:
+    info = {"stage": stage}
+    run_dir = Path(run) if run else None
+    if run_dir is None or not has_weights(run_dir):
+        if not build_missing:
+            raise SystemExit(f"{stage}: no checkpoint ({run_dir}); pass --{stage} RUN_DIR or --build-missing")
+        run_dir = out / "models" / stage / "run"
+        if not has_weights(run_dir):
+            print(f"[bench] {stage}: building a random-head MiniLM classifier in {run_dir}", flush=True)
+            build_random_head(stage, run_dir)
+        info["checkpoint"] = "random-head offline:minilm (training.models.build_model)"
+    else:
+        info["checkpoint"] = str(run_dir)
+    export_dir = Path(export) if export else out / "models" / stage / "export"
+    if not (export_dir / "model.onnx").is_file() or not (export_dir / "model_quantized.onnx").is_file():
+        from training.export import export as export_model
+
+        print(f"[bench] {stage}: exporting {run_dir} -> {export_dir} (fp32 + int8)", flush=True)
+        export_model(run_dir, export_dir, quantize="int8", overwrite=True, agreement_floor=0.0, samples=32)
+    report = export_dir / "export_report.json"
+    if report.is_file():
+        parity = json.loads(report.read_text()).get("parity", {})
+        info["int8_label_agreement"] = parity.get("int8", {}).get("label_agreement")
+        info["fp32_max_abs_diff"] = parity.get("fp32", {}).get("max_abs_diff")
+    info.update(run=str(run_dir), export=str(export_dir))
+    return info
+
+
+# ---- inputs ------------------------------------------------------------------------------------------------
+
+def passage(rng: random.Random) -> str:
+    out = []
+    for _ in range(4):
+        out.append(f"The {rng.choice(THINGS)} in {rng.choice(CITIES)} opened in {rng.randint(1850, 2020)} and "
+                   f"received {rng.randint(2, 900)} thousand visitors in {rng.randint(1990, 2023)}, "
+                   f"according to the city's {rng.choice(['annual', 'quarterly', 'tourism'])} report.")
+    return " ".join(out)
+
+
+def make_input(tokenizer, target_tokens: int, seed: int) -> dict:
+    """Passages making `target_tokens` Detector tokens of context (the last one cut to fit), the evidence
+    passage at a random place."""
+    rng = random.Random(seed)
+
+    def count(docs):
+        return len(tokenizer.encode(join_documents(docs), add_special_tokens=False).ids)
+
+    passages = [EVIDENCE]
+    while True:
+        extra = passage(rng)
+        if count(passages + [extra]) > target_tokens:
+            words = extra.split()
+            lo, hi = 0, len(words)
+            while lo < hi:  # the longest prefix of the next passage that still fits
+                mid = (lo + hi + 1) // 2
+                lo, hi = (mid, hi) if count(passages + [" ".join(words[:mid])]) <= target_tokens else (lo, mid - 1)
+            if lo:
+                passages.append(" ".join(words[:lo]))
+            break
+        passages.append(extra)
+    evidence = passages.pop(0)
+    passages.insert(rng.randint(0, len(passages)), evidence)
+    return {"context": passages, "question": QUESTION, "answer": ANSWERS[seed % len(ANSWERS)]}
+
+
+# ---- timing ------------------------------------------------------------------------------------------------
+
+def pct(values: list[float]) -> dict:
+    arr = np.asarray(values, dtype=float)
+    return {"p50": round(float(np.percentile(arr, 50)), 2), "p99": round(float(np.percentile(arr, 99)), 2),
+            "n": len(values)}
+
+
+def char_jaccard(a: list, b: list) -> float:
+    """Overlap of the flagged answer characters of two span lists (1.0: the same characters, or none in both)."""
+    ca = {i for s, e in a for i in range(s, e)}
+    cb = {i for s, e in b for i in range(s, e)}
+    return 1.0 if not ca and not cb else round(len(ca & cb) / len(ca | cb), 3)
+
+
+def spans_of(result) -> list[tuple[int, int]]:
+    return [(s.start, s.end) for s in result.spans]
+
+
+def bench_backend(name: str, models: dict, inputs: dict, args) -> list[dict]:
+    backend, precision = BACKENDS[name]
+    key = "export" if backend == "onnx" else "run"
+    gate = HaluGate.from_dirs(
+        detector=models["detector"][key], sentinel=models["sentinel"][key], explainer=models["explainer"][key],
+        backend=backend, precision=precision,
+        overrides=["hallucination_mitigation.fact_check_model.threshold=0.0",
+                   f"hallucination_mitigation.hallucination_model.threshold={args.detector_threshold}",
+                   f"hallucination_mitigation.hallucination_model.min_span_confidence={args.min_span_confidence}",
+                   f"hallucination_mitigation.num_threads={args.threads}"])
+    if gate.load_errors:
+        raise SystemExit(f"{name}: {gate.load_errors}")
+    gate.detect_batch(inputs[min(inputs)][:1])  # warm-up: sessions, allocator, caches
+    rows = []
+    for length in args.lengths:
+        for batch in args.batches:
+            items = inputs[length][:batch]
+            stage_times = {s: [] for s in STAGES}
+            started = time.perf_counter()
+            results = None
+            for rep in range(args.reps):
+                results = gate.detect_batch(items)
+                for s in STAGES:
+                    stage_times[s].append(results[0].timings_ms[s])
+                if time.perf_counter() - started > args.max_cell_seconds:
+                    break
+            row = {"backend": name, "context_tokens": length, "batch": batch,
+                   "measured_context_tokens": results[0].context_tokens,
+                   "windows_per_input": results[0].detector_windows,
+                   "spans_per_input": round(statistics.mean(len(r.spans) for r in results), 2),
+                   "spans_first": spans_of(results[0]),
+                   **{s: pct(v) for s, v in stage_times.items()}}
+            rows.append(row)
+            print(f"[bench] {name:9s} ctx={length:5d} batch={batch} windows={row['windows_per_input']:3d} "
+                  f"total p50={row['total']['p50']:9.1f} ms (n={row['total']['n']}) "
+                  f"detector p50={row['detector']['p50']:9.1f} explainer p50={row['explainer']['p50']:8.1f}",
+                  flush=True)
+    return rows
+
+
+def bench_lettucedetect(models: dict, inputs: dict, args) -> dict:
+    try:
+        import lettucedetect
+        from lettucedetect.detectors.prompt_utils import PromptUtils
+        from lettucedetect.models.inference import HallucinationDetector
+    except ImportError as exc:
+        return {"error": f"lettucedetect not installed ({exc}); pip install --no-deps lettucedetect==0.2.3"}
+    run_dir = models["detector"]["run"]
+    ld = HallucinationDetector(method="transformer", model_path=run_dir, max_length=512, device="cpu")
+    ours = HaluGate.from_dirs(detector=models["detector"]["export"], overrides=[
+        "hallucination_mitigation.hallucination_model.threshold=0.5",  # lettucedetect's argmax
+        "hallucination_mitigation.hallucination_model.min_span_confidence=0.0",
+        "hallucination_mitigation.hallucination_model.min_span_length=1",
+        f"hallucination_mitigation.num_threads={args.threads}"])
+    out = {"version": lettucedetect.__version__, "long_context": [], "identical_input": None}
+    x0 = inputs[min(inputs)][0]
+    ld.predict(context=x0["context"], question=x0["question"], answer=x0["answer"], output_format="spans")
+    ours.detect(**x0)
+    for length in args.lengths:
+        x = inputs[length][0]
+        t_ld, t_ours = [], []
+        started = time.perf_counter()
+        for rep in range(args.reps):
+            t = time.perf_counter()
+            ld_spans = ld.predict(context=x["context"], question=x["question"], answer=x["answer"],
+                                  output_format="spans")
+            t_ld.append((time.perf_counter() - t) * 1000)
+            t = time.perf_counter()
+            r = ours.detect(**x)
+            t_ours.append((time.perf_counter() - t) * 1000)
+            if time.perf_counter() - started > args.max_cell_seconds:
+                break
+        groups = ld.detector._group_passages_into_chunks(x["context"], x["question"], x["answer"])
+        a, b = pct(t_ld), pct(t_ours)
+        row = {"context_tokens": length, "lettucedetect_ms": a, "ours_onnx_fp32_ms": b,
+               "ratio_p50": round(a["p50"] / b["p50"], 2), "lettucedetect_chunks": len(groups),
+               "our_windows": r.detector_windows,
+               "lettucedetect_spans": [(s["start"], s["end"]) for s in ld_spans], "our_spans": spans_of(r)}
+        row["same_spans"] = row["lettucedetect_spans"] == row["our_spans"]
+        row["span_char_jaccard"] = char_jaccard(row["lettucedetect_spans"], row["our_spans"])
+        out["long_context"].append(row)
+        print(f"[bench] lettucedetect ctx={length:5d} p50={a['p50']:9.1f} ms vs ours {b['p50']:9.1f} ms "
+              f"ratio={row['ratio_p50']:.2f} chunks={len(groups)} windows={r.detector_windows} "
+              f"same_spans={row['same_spans']}", flush=True)
+
+    # (b) identical tokens: lettucedetect's own prompt and pair encoding, run by both.
+    runner = ours.runners["detector"]
+    passages = []
+    for p in x0["context"]:
+        prompt = PromptUtils.format_context(passages + [p], x0["question"], "en")
+        if len(runner.tokenizer.encode(prompt, x0["answer"]).ids) > 512:
+            break
+        passages.append(p)
+    prompt = PromptUtils.format_context(passages, x0["question"], "en")
+    answer = x0["answer"]
+    t_ld, t_ours = [], []
+    for rep in range(max(args.reps, 5)):
+        t = time.perf_counter()
+        ld_tokens = ld.predict_prompt(prompt, answer, output_format="tokens")
+        t_ld.append((time.perf_counter() - t) * 1000)
+        t = time.perf_counter()
+        enc = runner.tokenizer.encode(prompt, answer)
+        # lettucedetect feeds only input_ids and attention_mask (token_type_ids dropped): do the same here.
+        probs = runner.probabilities([Features(list(enc.ids), [0] * len(enc.ids))])[0][:, 1]
+        answer_pos = [i for i, (ty, tid) in enumerate(zip(enc.type_ids, enc.ids)) if ty == 1 and tid != runner.tok.sep_id]
+        p_answer = probs[answer_pos]
+        token_probs_to_spans(answer, [enc.offsets[i] for i in answer_pos], p_answer, threshold=0.5)
+        t_ours.append((time.perf_counter() - t) * 1000)
+    # lettucedetect's token list also scores the final [SEP] (its labels are 0 from the answer start to the end).
+    ld_tokens = ld_tokens[:len(p_answer)]
+    ld_pred = [t["pred"] for t in ld_tokens]
+    ours_pred = [int(p > 0.5) for p in p_answer]
+    ld_prob = np.array([t["prob"] for t in ld_tokens])
+    a, b = pct(t_ld), pct(t_ours)
+    out["identical_input"] = {
+        "tokens": len(enc.ids), "lettucedetect_ms": a, "ours_onnx_fp32_ms": b, "ratio_p50": round(a["p50"] / b["p50"], 2),
+        "answer_tokens": len(ld_pred), "token_agreement": float(np.mean(np.array(ld_pred) == np.array(ours_pred)))
+        if len(ld_pred) == len(ours_pred) else None,
+        "max_abs_prob_diff": float(np.abs(ld_prob - p_answer).max()) if len(ld_prob) == len(p_answer) else None,
+    }
+    print(f"[bench] identical input ({len(enc.ids)} tokens): lettucedetect p50={a['p50']:.1f} ms, ours "
+          f"p50={b['p50']:.1f} ms, ratio={out['identical_input']['ratio_p50']:.2f}, token agreement="
+          f"{out['identical_input']['token_agreement']}, max |dprob|={out['identical_input']['max_abs_prob_diff']}",
+          flush=True)
+    return out
+
+
+# ---- report ------------------------------------------------------------------------------------------------
+
+def hardware() -> dict:
+    cpu = platform.processor()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    import importlib.metadata as md
+
+    versions = {}
+    for pkg in ("onnxruntime", "torch", "transformers", "tokenizers", "numpy", "lettucedetect"):
+        try:
+            versions[pkg] = md.version(pkg)
+        except md.PackageNotFoundError:
+            pass
+    return {"cpu": cpu, "cores": os.cpu_count(), "load_average": [round(x, 2) for x in os.getloadavg()],
+            "python": platform.python_version(), "versions": versions}
+
+
+def markdown(report: dict) -> str:
+    hw = report["hardware"]
+    lines = [f"Hardware: {hw['cpu']}, {hw['cores']} cores (shared), load average at start "
+             f"{hw['load_average_start']}, at end {hw['load_average']}; " +
+             ", ".join(f"{k} {v}" for k, v in hw["versions"].items()),
+             "", "Models: " + "; ".join(f"{m['stage']}: {m['checkpoint']}" for m in report["models"]), "",
+             ("| backend | context tokens | batch | windows | sentinel p50/p99 | context p50/p99 | detector p50/p99 "
+             "| explainer p50/p99 | total p50/p99 | n |"),
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in report["rows"]:
+        cells = " | ".join(f"{r[s]['p50']:.1f} / {r[s]['p99']:.1f}" for s in STAGES)
+        lines.append(f"| {r['backend']} | {r['measured_context_tokens']} | {r['batch']} | {r['windows_per_input']} | {cells} "
+                     f"| {r['total']['n']} |")
+    ld = report.get("lettucedetect") or {}
+    if ld.get("long_context"):
+        lines += ["", f"lettucedetect {ld['version']} on the same Detector checkpoint (batch 1, ms):", "",
+                  ("| context tokens | lettucedetect p50 | ours ONNX fp32 p50 | ratio | lettucedetect chunks "
+                  "| our windows | same spans | flagged-char Jaccard |"), "|---:|---:|---:|---:|---:|---:|---|---:|"]
+        for r in ld["long_context"]:
+            lines.append(f"| {r['context_tokens']} | {r['lettucedetect_ms']['p50']:.1f} | "
+                         f"{r['ours_onnx_fp32_ms']['p50']:.1f} | {r['ratio_p50']:.2f} | {r['lettucedetect_chunks']} | "
+                         f"{r['our_windows']} | {r['same_spans']} | {r.get('span_char_jaccard')} |")
+        ii = ld["identical_input"]
+        lines += ["", (f"Identical input ({ii['tokens']} tokens, lettucedetect's prompt): lettucedetect "
+                      f"{ii['lettucedetect_ms']['p50']:.1f} ms vs ours {ii['ours_onnx_fp32_ms']['p50']:.1f} ms p50, "
+                      f"ratio {ii['ratio_p50']:.2f}; per-token prediction agreement {ii['token_agreement']}, "
+                      f"max |P difference| {ii['max_abs_prob_diff']}")]
+    elif ld.get("error"):
+        lines += ["", f"lettucedetect: {ld['error']}"]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    for stage in STAGE_SPECS:
+        p.add_argument(f"--{stage}", help=f"{stage} run dir (merged model); exported when it has no --{stage}-export")
+        p.add_argument(f"--{stage}-export", help=f"{stage} export dir (model.onnx + model_quantized.onnx)")
+    p.add_argument("--build-missing", action="store_true", help="random-head MiniLM for stages without a checkpoint")
+    p.add_argument("--out", default="runs/bench", help="output dir (models/, latency.json, latency.md)")
+    p.add_argument("--lengths", default="512,2048,4096,8192", help="context lengths in Detector tokens")
+    p.add_argument("--batches", default="1,8")
+    p.add_argument("--backends", default="onnx-fp32,onnx-int8,torch", help="comma-separated, or none")
+    p.add_argument("--reps", type=int, default=3, help="repetitions per cell (after one warm-up call)")
+    p.add_argument("--max-cell-seconds", type=float, default=30.0, help="stop repeating a cell after this long")
+    p.add_argument("--threads", type=int, default=0, help="intra-op threads (0: library default)")
+    p.add_argument("--detector-threshold", type=float, default=0.8)
+    p.add_argument("--min-span-confidence", type=float, default=0.6,
+                   help="0 with a random-head Detector (probabilities near 0.5) so that the Explainer stage runs")
+    p.add_argument("--no-lettucedetect", action="store_true")
+    args = p.parse_args(argv)
+    args.lengths = [int(x) for x in args.lengths.split(",")]
+    args.batches = [int(x) for x in args.batches.split(",")]
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    load_start = [round(x, 2) for x in os.getloadavg()]
+
+    models = {stage: prepare(stage, getattr(args, stage), getattr(args, f"{stage}_export"), out, args.build_missing)
+              for stage in STAGE_SPECS}
+    tok = HaluGate.from_dirs(detector=models["detector"]["export"]).runners["detector"].tokenizer
+    inputs = {n: [make_input(tok, n, seed) for seed in range(max(args.batches))] for n in args.lengths}
+    rows = []
+    for name in [b for b in args.backends.split(",") if b and b != "none"]:
+        if name not in BACKENDS:
+            raise SystemExit(f"--backends: unknown {name!r} (known: {', '.join(BACKENDS)}, none)")
+        rows += bench_backend(name, models, inputs, args)
+    ld = None if args.no_lettucedetect else bench_lettucedetect(models, inputs, args)
+    report = {"command": " ".join(sys.argv), "hardware": {**hardware(), "load_average_start": load_start},
+              "models": list(models.values()), "settings": {"detector_threshold": args.detector_threshold,
+                                                            "min_span_confidence": args.min_span_confidence,
+                                                            "sentinel_threshold": 0.0, "reps": args.reps,
+                                                            "max_cell_seconds": args.max_cell_seconds},
+              "rows": rows, "lettucedetect": ld}
+    (out / "latency.json").write_text(json.dumps(report, indent=2) + "\n")
+    md = markdown(report)
+    (out / "latency.md").write_text(md)
+    print(md)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,88 @@
+"""Detector metrics on hand-computed cases, the reference baselines and threshold scoring."""
+
+import numpy as np
+import pytest
+
+from eval.detector import baseline_items, lexical_spans, score, sweep, whole_answer_span
+from eval.span_metrics import Scored, detection_metrics, example_level, span_level, token_level
+
+
+def _sp(a, b):
+    return {"start": a, "end": b}
+
+
+def test_example_level_hand_computed():
+    items = [
+        Scored("QA", [_sp(0, 5)], [_sp(1, 2)]),   # TP
+        Scored("QA", [_sp(0, 5)], []),            # FN
+        Scored("QA", [], [_sp(0, 3)]),            # FP
+        Scored("QA", [], []),                     # TN
+        Scored("QA", [_sp(3, 4)], [_sp(9, 12)]),  # TP at example level even though the spans miss
+    ]
+    m = example_level(items)
+    assert m["precision"] == pytest.approx(2 / 3) and m["recall"] == pytest.approx(2 / 3)
+    assert m["f1"] == pytest.approx(2 / 3) and m["n"] == 5 and m["gold_positive"] == 3 and m["pred_positive"] == 3
+
+
+def test_span_level_character_overlap_hand_computed():
+    items = [
+        Scored(None, [_sp(0, 10)], [_sp(5, 15)]),           # overlap 5, predicted 10, gold 10
+        Scored(None, [_sp(0, 4), _sp(10, 20)], [_sp(2, 12)]),  # overlap 2 + 2, predicted 10, gold 14
+        Scored(None, [], [_sp(0, 6)]),                      # predicted 6
+        Scored(None, [_sp(0, 6)], []),                      # gold 6
+    ]
+    m = span_level(items)
+    assert (m["overlap_chars"], m["predicted_chars"], m["gold_chars"]) == (9, 26, 30)
+    p, r = 9 / 26, 9 / 30
+    assert m["precision"] == pytest.approx(p) and m["recall"] == pytest.approx(r)
+    assert m["f1"] == pytest.approx(2 * p * r / (p + r))
+    assert span_level([Scored(None, [], [])])["f1"] == 0.0
+
+
+def test_token_level_hand_computed():
+    items = [Scored(None, [], [], [1, 1, 0, 0], [1, 0, 1, 0]), Scored(None, [], [], [0, 1], [0, 1])]
+    m = token_level(items)  # TP 2, FP 1, FN 1
+    assert m["precision"] == pytest.approx(2 / 3) and m["recall"] == pytest.approx(2 / 3)
+    assert m["tokens"] == 6 and m["gold_positive"] == 3
+
+
+def test_detection_metrics_by_task_type():
+    items = [Scored("QA", [_sp(0, 4)], [_sp(0, 4)], [1], [1]), Scored("Summary", [_sp(0, 4)], [], [1], [0])]
+    m = detection_metrics(items)
+    assert m["example"]["by_task_type"]["QA"]["f1"] == 1.0
+    assert m["example"]["by_task_type"]["Summary"]["f1"] == 0.0
+    assert m["example"]["overall"]["recall"] == 0.5
+    assert set(m) == {"example", "span", "token"} and m["span"]["by_task_type"]["QA"]["precision"] == 1.0
+
+
+def _record(answer, spans, context="The tower in Paris is 330 metres tall.", question=None, task="QA"):
+    return {"id": answer[:8], "answer": answer, "spans": spans, "context": context, "question": question,
+            "task_type": task}
+
+
+def test_reference_baselines():
+    rec = _record("The tower is 500 metres tall and painted gold.", [_sp(13, 23)])
+    assert [s["text"] for s in lexical_spans(rec)] == ["500", "painted gold"]
+    assert whole_answer_span("  Some answer. ") == [{"start": 2, "end": 14, "text": "Some answer."}]
+    assert whole_answer_span("   ") == []
+    # questions count as known text for the lexical baseline
+    assert lexical_spans(_record("It is gold.", [], context="x", question="Is it gold?")) == []
+    offsets = [(0, 3), (4, 9), (10, 12), (13, 16), (17, 23), (24, 28), (29, 32), (33, 40), (41, 45), (45, 46)]
+    preds = [(offsets, np.zeros(len(offsets)), 1)]
+    everything = baseline_items([rec], preds, "flag_everything")[0]
+    assert everything.pred_tokens == [1] * 10 and everything.pred_spans[0]["end"] == len(rec["answer"])
+    lex = baseline_items([rec], preds, "lexical")[0]
+    assert lex.pred_tokens == [0, 0, 0, 1, 0, 0, 0, 1, 1, 0] and lex.gold_tokens == [0, 0, 0, 1, 1, 0, 0, 0, 0, 0]
+
+
+def test_score_applies_the_threshold_and_skips_unscored():
+    rec = _record("The tower is 500 metres tall.", [_sp(13, 23)])
+    offsets = [(0, 3), (4, 9), (10, 12), (13, 16), (17, 23), (24, 28), (28, 29)]
+    probs = np.array([0.1, 0.1, 0.2, 0.9, 0.6, 0.3, 0.1])
+    items, preds = score([rec, rec], [(offsets, probs, 2), None], threshold=0.5)
+    assert len(items) == 1 and preds[0]["pred_spans"][0]["text"] == "500 metres" and preds[0]["windows"] == 2
+    m = detection_metrics(items)
+    assert m["span"]["overall"]["f1"] == 1.0 and m["token"]["overall"]["f1"] == 1.0
+    rows = sweep([rec], [(offsets, probs, 1)], thresholds=[0.5, 0.7, 0.95])
+    assert [r["token_recall"] for r in rows] == [1.0, 0.5, 0.0]
+    assert rows[2]["example_f1"] == 0.0 and rows[0]["example_f1"] == 1.0

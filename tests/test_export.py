@@ -1,0 +1,227 @@
+"""ONNX export: tiny BERT / ModernBERT run dirs, both task types, parity checks, int8, failure paths."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("optimum.exporters.onnx", reason="optimum-onnx is needed for the export tests")
+onnx = pytest.importorskip("onnx")
+# Tracing BERT's mask helper warns that a constant is baked in; the parity checks below prove the graphs right.
+pytestmark = pytest.mark.filterwarnings("ignore::torch.jit.TracerWarning")
+
+from training.export import (
+    FP32_FILE,
+    INT8_FILE,
+    REPORT_FILE,
+    ExportError,
+    export,
+    main,
+    verify_export,
+)
+
+SEQ_LABELS = ["NO_FACT_CHECK_NEEDED", "FACT_CHECK_NEEDED"]
+TOKEN_LABELS = ["SUPPORTED", "HALLUCINATED"]
+
+
+def make_run_dir(base: str, task: str, path: Path, *, lora: bool = False) -> Path:
+    """A run dir in the standard layout (merged model, or adapter/ only when lora=True) with a small test.jsonl."""
+    import torch
+
+    from training.config import LoraConfig
+    from training.models import build_model, load_tokenizer
+
+    labels = SEQ_LABELS if task == "sequence" else TOKEN_LABELS
+    torch.manual_seed(1)
+    model = build_model(base, task, labels, LoraConfig(enabled=True, r=4, alpha=8) if lora else None)
+    tok = load_tokenizer(base)
+    path.mkdir(parents=True)
+    if lora:
+        with torch.no_grad():  # LoRA B starts at zero: make the adapter change the outputs
+            for name, p in model.named_parameters():
+                if "lora_B" in name:
+                    p.normal_(0, 0.5)
+        model.save_pretrained(path / "adapter")
+        tok.save_pretrained(path / "adapter")
+    else:
+        model.save_pretrained(path, safe_serialization=True)
+        tok.save_pretrained(path)
+    (path / "label_map.json").write_text(json.dumps({"labels": labels, "id2label": dict(enumerate(labels))}))
+    (path / "config.yaml").write_text("model:\n  max_length: 96\n")
+    (path / "metrics.json").write_text(json.dumps({"test": {"n": 3, "accuracy": 0.5, "macro_f1": 0.4}}))
+    if task == "sequence":
+        recs = [{"text": t, "label": 1} for t in ("Who wrote Hamlet?", "Write a haiku about rain.",
+                                                   "What is the tallest mountain in Africa? " * 8, "hi")]
+    else:
+        recs = [{"context": "Paris is the capital of France. " * 4, "question": "What is the capital?",
+                 "answer": a, "spans": []} for a in ("Paris.", "Lyon is the capital of France since 1900.")]
+    (path / "test.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    return path
+
+
+@pytest.fixture(scope="module")
+def bert_seq_run(tmp_path_factory, tiny_bert_dir):
+    return make_run_dir(tiny_bert_dir, "sequence", tmp_path_factory.mktemp("runs") / "bert-seq")
+
+
+@pytest.mark.parametrize("arch", ["bert", "modernbert"])
+@pytest.mark.parametrize("task", ["sequence", "token"])
+def test_export_fp32_parity_and_layout(arch, task, tmp_path, request):
+    base = request.getfixturevalue(f"tiny_{arch}_dir")
+    run = make_run_dir(base, task, tmp_path / "run")
+    out = tmp_path / "export"
+    report = export(run, out)
+
+    assert report["status"] == "ok" and report["optimum_loads"] is True
+    fp32 = report["parity"]["fp32"]
+    assert fp32["passed"] and fp32["max_abs_diff"] <= 1e-4 and fp32["label_agreement"] == 1.0
+    assert report["inputs"]["source"].endswith("test.jsonl")
+    assert report["task"] == ("text-classification" if task == "sequence" else "token-classification")
+    expected_inputs = ["input_ids", "attention_mask"] + (["token_type_ids"] if arch == "bert" else [])
+    assert sorted(report["onnx_inputs"]) == sorted(expected_inputs)
+    for name in (FP32_FILE, "tokenizer.json", "config.json", "label_map.json", "config.yaml", "metrics.json",
+                 REPORT_FILE):
+        assert (out / name).is_file(), name
+    assert json.loads((out / REPORT_FILE).read_text())["status"] == "ok"
+    assert not (tmp_path / "export.partial").exists()
+    if task == "token":  # compared per non-padding token, not per example
+        assert fp32["n_compared"] > fp32["n_examples"]
+
+
+def test_int8_export_reports_agreement_and_loads(bert_seq_run, tmp_path):
+    from optimum.onnxruntime import ORTModelForSequenceClassification
+
+    out = tmp_path / "export"
+    report = export(bert_seq_run, out, quantize="int8", agreement_floor=0.5)
+    int8 = report["parity"]["int8"]
+    assert int8["file"] == INT8_FILE and 0.5 <= int8["label_agreement"] <= 1.0
+    assert int8["threshold"] == "label_agreement >= 0.5"
+    assert (out / INT8_FILE).stat().st_size < (out / FP32_FILE).stat().st_size
+    model = onnx.load(str(out / INT8_FILE))
+    assert any(n.op_type in ("MatMulInteger", "DynamicQuantizeMatMul") for n in model.graph.node)
+    ORTModelForSequenceClassification.from_pretrained(out, file_name=INT8_FILE)
+
+
+def test_project_onnx_backend_loads_export(bert_seq_run, tmp_path):
+    backends = pytest.importorskip("inference.backends")
+    out = tmp_path / "export"
+    export(bert_seq_run, out, quantize="int8", agreement_floor=0.0)
+    texts = ["Who wrote Hamlet?", "Write a haiku about rain."]
+    torch_probs = backends.load_runner(bert_seq_run, task="sequence", backend="torch").classify(texts)
+    onnx_probs = backends.load_runner(out, task="sequence").classify(texts)
+    assert np.allclose(onnx_probs, torch_probs, atol=1e-4)
+    assert backends.load_runner(out, task="sequence", precision="int8").onnx_path.name == INT8_FILE
+
+
+def test_int8_below_floor_fails_and_leaves_out_untouched(bert_seq_run, tmp_path, capsys):
+    out = tmp_path / "export"
+    rc = main(["--model", str(bert_seq_run), "--out", str(out), "--quantize", "int8",
+               "--agreement-floor", "1.01"])  # agreement can never reach 1.01
+    assert rc == 1
+    err = capsys.readouterr().err
+    assert "int8" in err and "label_agreement" in err and "export.failed" in err
+    assert not out.exists()
+    failed = json.loads((tmp_path / "export.failed" / REPORT_FILE).read_text())
+    assert failed["status"] == "failed" and failed["parity"]["int8"]["passed"] is False
+    assert failed["parity"]["fp32"]["passed"] is True
+
+
+def test_corrupted_onnx_weight_is_detected(bert_seq_run, tmp_path, capsys):
+    from onnx import numpy_helper
+
+    out = tmp_path / "export"
+    export(bert_seq_run, out)
+    model = onnx.load(str(out / FP32_FILE))
+    # The largest float initializer is the word-embedding matrix: every input reads it.
+    init = max((i for i in model.graph.initializer if i.data_type == onnx.TensorProto.FLOAT),
+               key=lambda i: np.prod(i.dims))
+    arr = numpy_helper.to_array(init).copy()
+    arr += np.random.default_rng(0).normal(0, 0.05, arr.shape).astype(arr.dtype)
+    init.CopyFrom(numpy_helper.from_array(arr, init.name))
+    onnx.save(model, str(out / FP32_FILE))
+
+    result = verify_export(bert_seq_run, out)
+    assert result["passed"] is False
+    assert result["parity"]["fp32"]["max_abs_diff"] > 1e-4
+    assert main(["--model", str(bert_seq_run), "--out", str(out), "--verify-only"]) == 1
+    assert "fp32" in capsys.readouterr().err
+
+
+def test_lora_adapter_only_run_is_merged(tiny_bert_dir, tmp_path):
+    import onnxruntime as ort
+    import torch
+    from peft import AutoPeftModelForSequenceClassification
+
+    from training.models import load_tokenizer
+
+    run = make_run_dir(tiny_bert_dir, "sequence", tmp_path / "run", lora=True)
+    assert not (run / "model.safetensors").exists()
+    out = tmp_path / "export"
+    report = export(run, out)
+    assert report["merged_from_adapter"] is True and report["passed"]
+
+    # The ONNX graph must equal the *unmerged* PEFT model, i.e. the adapter was really applied.
+    peft_model = AutoPeftModelForSequenceClassification.from_pretrained(run / "adapter").eval()
+    tok = load_tokenizer(str(run / "adapter"))
+    enc = tok(["Who wrote Hamlet?", "a longer prompt about the history of Rome"], padding=True, return_tensors="np")
+    with torch.no_grad():
+        ref = peft_model(**{k: torch.from_numpy(v) for k, v in enc.items()}).logits.numpy()
+    sess = ort.InferenceSession(str(out / FP32_FILE), providers=["CPUExecutionProvider"])
+    got = sess.run(["logits"], {i.name: enc[i.name].astype(np.int64) for i in sess.get_inputs()})[0]
+    assert np.abs(ref - got).max() < 1e-4
+    base_only = AutoPeftModelForSequenceClassification.from_pretrained(run / "adapter").eval()
+    with base_only.disable_adapter(), torch.no_grad():
+        plain = base_only(**{k: torch.from_numpy(v) for k, v in enc.items()}).logits.numpy()
+    assert np.abs(plain - got).max() > 1e-3  # the adapter changes the outputs, and the export kept that
+
+
+def test_torch_exporter_fallback_modernbert(tiny_modernbert_dir, tmp_path):
+    # The sequence run's test.jsonl has an ~80-token input: longer than the 64-token local attention window.
+    run = make_run_dir(tiny_modernbert_dir, "sequence", tmp_path / "run")
+    report = export(run, tmp_path / "export", exporter="torch")
+    assert report["inputs"]["max_tokens"] > 64
+    assert report["passed"] and report["exporter"] == "torch"
+    assert sorted(report["onnx_inputs"]) == ["attention_mask", "input_ids"]
+
+
+def test_refuses_pickles_and_existing_out(tmp_path, bert_seq_run):
+    pickled = tmp_path / "pickled"
+    pickled.mkdir()
+    (pickled / "config.json").write_text("{}")
+    (pickled / "pytorch_model.bin").write_bytes(b"\x80\x04")
+    with pytest.raises(ExportError, match="safetensors"):
+        export(pickled, tmp_path / "out")
+    taken = tmp_path / "taken"
+    taken.mkdir()
+    (taken / "keep.txt").write_text("x")
+    with pytest.raises(ExportError, match="--overwrite"):
+        export(bert_seq_run, taken)
+    with pytest.raises(ExportError, match="only replaces a previous export"):
+        export(bert_seq_run, taken, overwrite=True)  # not an export: never deleted
+    with pytest.raises(ExportError, match="only replaces a previous export"):
+        export(bert_seq_run, bert_seq_run.parent, overwrite=True)  # the folder holding the run
+    assert (taken / "keep.txt").read_text() == "x" and (bert_seq_run / "model.safetensors").is_file()
+
+
+def test_bench_script_runs_on_an_export(bert_seq_run, tmp_path, capsys):
+    """scripts/bench_export.py end to end on a tiny export (figures are not checked: timing is not a test)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_export", Path(__file__).parents[1] / "scripts" /
+                                                  "bench_export.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    out = tmp_path / "export"
+    export(bert_seq_run, out, quantize="int8", agreement_floor=0.0)
+    result_json = tmp_path / "bench.json"
+    assert bench.main([str(out), "--lengths", "16", "--batches", "1", "2", "--budget", "0.05",
+                       "--min-repeats", "2", "--agreement-samples", "4", "--json", str(result_json)]) == 0
+    data = json.loads(result_json.read_text())["results"][0]
+    assert data["run_dir"] == str(bert_seq_run.resolve())
+    assert [(c["seq_len"], c["batch"]) for c in data["cells"]] == [(16, 1), (16, 2)]
+    assert set(data["agreement"]) == {"onnx-fp32", "onnx-int8"}
+    assert data["agreement"]["onnx-fp32"]["label_agreement"] == 1.0
+    assert "| export | 16 | 2 |" in capsys.readouterr().out

@@ -1,0 +1,251 @@
+"""NLI Explainer: entailment / neutral / contradiction for (premise, hypothesis) pairs (sequence classification).
+
+    python -m training.explainer --config configs/explainer.yaml            # published recipe (Hub)
+    python -m training.explainer --config configs/explainer.offline.yaml    # offline recipe (local data)
+    accelerate launch -m training.explainer --config configs/explainer.yaml # several GPUs
+
+Evaluation sets (MNLI dev matched/mismatched, SNLI test, ANLI dev R1-R3, plus SICK test, RTE dev and the
+grounding test sets) never enter training: every training pair whose normalised (premise, hypothesis) text or
+upstream pair id appears in one of them is removed, and the count is printed per source.
+
+Two-way datasets (RTE, MED, SummEdits, BEGIN, FaithDial audit) carry label NOT_ENTAILMENT (3). They are trained
+with a two-way loss mask: -log(p_neutral + p_contradiction), so the model is told "not entailed" without being
+told which of the two it is. They go to the training split only; the held-out dev/test splits (model selection
+and metrics.json) are three-way. `data.two_way: neutral` instead maps them to neutral (the common, lossy rule).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import re
+import unicodedata
+from dataclasses import dataclass, field
+from typing import Literal
+
+from inference.formatting import nli_pair
+from inference.labels import EXPLAINER_LABELS
+from training.cli import resolve_config, run_cli, training_parser
+from training.config import ModelConfig, RunConfig, SourceSpec, SplitConfig, TrainArgs
+from training.data.base import DataError, get_adapter, resolve_data_dir
+from training.data.nli import CORE_EVAL_SETS, EVAL_SETS, NEUTRAL, NOT_ENTAILMENT, TRAIN_LABEL_NAMES
+from training.data.prep import check_classes, count_table, stratified_split
+
+log = logging.getLogger("halugate.training.explainer")
+
+
+@dataclass
+class ExplainerData:
+    sources: list[SourceSpec] = field(default_factory=list)
+    min_chars: int = 1  # per side: a pair with an empty premise or hypothesis is dropped
+    max_chars: int = 4000  # premise + hypothesis; long grounding documents beyond this are dropped
+    two_way: Literal["mask", "neutral"] = "mask"
+    eval_sets: list[str] = field(default_factory=lambda: list(EVAL_SETS))  # kept out of training
+    split: SplitConfig = field(default_factory=lambda: SplitConfig(dev=0.05, test=0.05))
+
+    def validate(self):
+        if not self.sources:
+            raise ValueError("data.sources: at least one source is required")
+        if self.min_chars < 0 or self.max_chars <= self.min_chars:
+            raise ValueError("data.max_chars: must be greater than data.min_chars")
+        unknown = [s for s in self.eval_sets if s not in EVAL_SETS]
+        if unknown:
+            raise ValueError(f"data.eval_sets: unknown evaluation set {unknown[0]!r} "
+                             f"(known: {', '.join(EVAL_SETS)})")
+        missing = [s for s in CORE_EVAL_SETS if s not in self.eval_sets]
+        if missing:
+            raise ValueError(f"data.eval_sets: {missing[0]!r} is part of the evaluation protocol and must stay "
+                             "out of training")
+
+
+@dataclass
+class ExplainerConfig:
+    run: RunConfig = field(default_factory=lambda: RunConfig(output_dir="runs/explainer"))
+    model: ModelConfig = field(default_factory=lambda: ModelConfig(max_length=256))
+    train: TrainArgs = field(default_factory=TrainArgs)
+    data: ExplainerData = field(default_factory=ExplainerData)
+
+
+# ---- keeping evaluation pairs out of training ------------------------------------------------------------------
+
+def pair_key(premise: str, hypothesis: str) -> str:
+    """Dedup key of a pair: ASCII letters and digits only, lower-cased, per side.
+
+    Punctuation, spacing, tokenisation ("church ." vs "church.") and mojibake ("Vedr?┬á" vs "Vedrà") differ
+    between copies of the same MNLI/SNLI pair; the key ignores all of them.
+    """
+    def side(text: str) -> str:
+        text = unicodedata.normalize("NFKD", text).casefold()
+        return re.sub(r"[^a-z0-9]+", "", text)
+    return side(premise) + "\x1f" + side(hypothesis)
+
+
+@dataclass
+class EvalIndex:
+    """Pair keys and upstream pair ids of the evaluation sets."""
+
+    keys: set[str] = field(default_factory=set)
+    ids: set[str] = field(default_factory=set)
+    loaded: dict[str, int] = field(default_factory=dict)  # set -> pairs
+    skipped: dict[str, str] = field(default_factory=dict)  # set -> why it could not be loaded
+
+    def add(self, name: str, records: list[dict]) -> None:
+        for r in records:
+            self.keys.add(pair_key(r["premise"], r["hypothesis"]))
+            if r.get("pair_id"):
+                self.ids.add(r["pair_id"])
+        self.loaded[name] = len(records)
+
+    def contains(self, rec: dict) -> bool:
+        return (pair_key(rec["premise"], rec["hypothesis"]) in self.keys
+                or (bool(rec.get("pair_id")) and rec["pair_id"] in self.ids))
+
+
+def load_eval_index(names: list[str], data_dir) -> EvalIndex:
+    """Load every evaluation set; the core protocol sets must load, the others are skipped with a warning."""
+    index = EvalIndex()
+    for name in names:
+        try:
+            index.add(name, get_adapter(name).load(data_dir))
+        except DataError as exc:
+            if name in CORE_EVAL_SETS:
+                raise DataError(f"evaluation set {name} could not be loaded, so training pairs cannot be checked "
+                                f"against it: {exc}") from None
+            index.skipped[name] = str(exc).splitlines()[0][:200]
+            log.warning("evaluation set %s not available (%s); training pairs are not checked against it",
+                        name, index.skipped[name])
+    return index
+
+
+def remove_eval_overlap(records: list[dict], index: EvalIndex) -> tuple[list[dict], int]:
+    kept = [r for r in records if not index.contains(r)]
+    return kept, len(records) - len(kept)
+
+
+def dedup_pairs(records: list[dict]) -> tuple[list[dict], int]:
+    seen: set[str] = set()
+    kept = []
+    for r in records:
+        k = pair_key(r["premise"], r["hypothesis"])
+        if k not in seen:
+            seen.add(k)
+            kept.append(r)
+    return kept, len(records) - len(kept)
+
+
+# ---- records -------------------------------------------------------------------------------------------------
+
+def load_nli_records(data_cfg: ExplainerData, data_dir, seed: int) -> tuple[list[dict], dict]:
+    """Load, normalise, dedup, drop evaluation pairs, length-filter and cap every source; returns the records
+    and a summary (per source: loaded, duplicates, eval_overlap, too_long, kept)."""
+    rng = random.Random(seed)
+    index = load_eval_index(data_cfg.eval_sets, data_dir)
+    log.info("evaluation sets kept out of training: %s",
+             ", ".join(f"{k} ({v})" for k, v in index.loaded.items()))
+    records: list[dict] = []
+    summary: dict[str, dict] = {}
+    for spec in data_cfg.sources:
+        if spec.name in EVAL_SETS:
+            raise DataError(f"data.sources: {spec.name!r} is an evaluation set and cannot be trained on")
+        adapter = get_adapter(spec.name)
+        if adapter.kind != "nli":
+            raise DataError(f"data.sources: {spec.name!r} is a {adapter.kind} dataset, not an NLI dataset")
+        rows = adapter.load(data_dir)
+        n_loaded = len(rows)
+        for r in rows:
+            r["premise"], r["hypothesis"] = nli_pair(r["premise"], r["hypothesis"])
+        rows, n_dup = dedup_pairs(rows)
+        rows, n_eval = remove_eval_overlap(rows, index)
+        kept = [r for r in rows if min(len(r["premise"]), len(r["hypothesis"])) >= max(data_cfg.min_chars, 1)
+                and len(r["premise"]) + len(r["hypothesis"]) <= data_cfg.max_chars]
+        n_len = len(rows) - len(kept)
+        if spec.limit is not None and len(kept) > spec.limit:
+            kept = rng.sample(kept, spec.limit)
+        summary[spec.name] = {"loaded": n_loaded, "duplicates": n_dup, "eval_overlap": n_eval,
+                              "length_filtered": n_len, "kept": len(kept)}
+        log.info("%-16s %6d loaded, %5d duplicates, %5d in evaluation sets, %5d by length -> %6d",
+                 spec.name, n_loaded, n_dup, n_eval, n_len, len(kept))
+        records.extend(kept)
+    records, n_cross = dedup_pairs(records)
+    total_eval = sum(s["eval_overlap"] for s in summary.values())
+    per_source = ", ".join(f"{k}: {v['eval_overlap']}" for k, v in summary.items() if v["eval_overlap"])
+    print(f"removed {total_eval} training pairs that appear in an evaluation set ({per_source or 'none'})",
+          flush=True)
+    if n_cross:
+        log.info("dropped %d pairs that appear in more than one source", n_cross)
+    if data_cfg.two_way == "neutral":
+        for r in records:
+            if r["label"] == NOT_ENTAILMENT:
+                r["label"] = NEUTRAL
+    info = {"sources": summary, "eval_overlap_removed": total_eval, "cross_source_duplicates": n_cross,
+            "eval_sets": index.loaded, "eval_sets_skipped": index.skipped, "two_way": data_cfg.two_way}
+    return records, info
+
+
+def split_records(records: list[dict], split: SplitConfig, seed: int):
+    """Three-way rows are split train/dev/test by (source, label); two-way rows all go to train."""
+    three = [r for r in records if r["label"] != NOT_ENTAILMENT]
+    two = [r for r in records if r["label"] == NOT_ENTAILMENT]
+    # A two-way source keeps its entailment rows with its not_entailment rows (in train): a dev/test split of
+    # such a source would be all-entailment and say nothing.
+    two_way_sources = {r["source"] for r in two}
+    two += [r for r in three if r["source"] in two_way_sources]
+    three = [r for r in three if r["source"] not in two_way_sources]
+    train, dev, test = stratified_split(three, (1 - split.dev - split.test, split.dev, split.test), seed=seed)
+    train = train + two
+    random.Random(seed).shuffle(train)
+    return train, dev, test
+
+
+# ---- the two-way loss mask -----------------------------------------------------------------------------------
+
+def two_way_masked_loss(logits, labels, weight=None):
+    """Cross-entropy over the three classes; rows labelled NOT_ENTAILMENT (3) get -log(p_neutral + p_contradiction).
+
+    `weight` (optional) holds per-label weights indexed by the label value (3 or 4 entries; a two-way row
+    without its own entry weighs 1). The mean is weighted like torch's cross_entropy; -100 rows are ignored.
+    """
+    import torch
+
+    logits = logits.reshape(-1, logits.shape[-1]).float()
+    labels = labels.reshape(-1)
+    logp = torch.log_softmax(logits, dim=-1)
+    three = (labels >= 0) & (labels < NOT_ENTAILMENT)
+    two = labels == NOT_ENTAILMENT
+    nll_three = -logp.gather(1, labels.clamp(0, NOT_ENTAILMENT - 1).unsqueeze(1)).squeeze(1)
+    nll_two = -torch.logsumexp(logp[:, [1, 2]], dim=-1)
+    nll = torch.where(three, nll_three, torch.where(two, nll_two, torch.zeros_like(nll_three)))
+    w = (three | two).to(nll.dtype)
+    if weight is not None:
+        full = torch.ones(NOT_ENTAILMENT + 1, dtype=nll.dtype, device=nll.device)
+        weight = torch.as_tensor(weight, dtype=nll.dtype, device=nll.device)
+        full[:len(weight)] = weight[:NOT_ENTAILMENT + 1]
+        w = w * full[labels.clamp(0, NOT_ENTAILMENT)]
+    return (nll * w).sum() / w.sum().clamp_min(1e-12)
+
+
+def main(argv=None) -> None:
+    parser = training_parser("python -m training.explainer", __doc__.splitlines()[0], "configs/explainer.yaml")
+    cfg = resolve_config(ExplainerConfig, parser.parse_args(argv))
+
+    from training.classify import run_sequence_classification
+    from training.models import resolve_base_model
+
+    resolve_base_model(cfg.model.base_model)  # an unreachable Hub fails here in seconds, before any data loading
+    data_dir = resolve_data_dir(cfg.run.data_dir)
+    records, info = load_nli_records(cfg.data, data_dir, cfg.run.seed)
+    train, dev, test = split_records(records, cfg.data.split, cfg.run.seed)
+    check_classes(train, EXPLAINER_LABELS, "explainer train split")
+    for name, part in (("dev", dev), ("test", test)):
+        check_classes(part, EXPLAINER_LABELS, f"explainer {name} split (three-way sources only)")
+    table = count_table({"train": train, "dev": dev, "test": test}, TRAIN_LABEL_NAMES)
+    table += f"\n\nremoved as evaluation-set pairs: {info['eval_overlap_removed']}"
+    print(table, flush=True)
+    has_two_way = any(r["label"] == NOT_ENTAILMENT for r in train)
+    run_sequence_classification(cfg, train, dev, test, EXPLAINER_LABELS, table,
+                                text_fields=("premise", "hypothesis"), extra_eval={"data": info},
+                                loss_fn=two_way_masked_loss if has_two_way else None)
+
+
+if __name__ == "__main__":
+    raise SystemExit(run_cli(main))

@@ -1,0 +1,587 @@
+"""Export a run directory to ONNX, optionally int8-quantised, and prove parity with PyTorch before succeeding.
+
+    python -m training.export --model RUN_DIR --out EXPORT_DIR [--quantize int8] [--opset N]
+                              [--agreement-floor 0.99] [--atol 1e-4] [--samples 64] [--overwrite]
+    python -m training.export --model RUN_DIR --out EXPORT_DIR --verify-only    # re-check an existing export
+
+RUN_DIR is the standard run layout (training/trainer.py): merged model + tokenizer + label_map.json at the top,
+optionally `adapter/` (LoRA). When the top-level weights are missing but `adapter/` is there, the adapter is
+merged into its base model first. Only safetensors weights are read (no pickles, no remote code).
+
+EXPORT_DIR layout (what a runtime looks for; names are fixed):
+
+    model.onnx              fp32 graph. Inputs: input_ids, attention_mask (+ token_type_ids for BERT-style
+                            models; check session.get_inputs()), int64 [batch, sequence]. Output: logits,
+                            float32 [batch, num_labels] (sequence task) or [batch, sequence, num_labels] (token).
+    model_quantized.onnx    int8 graph (onnxruntime dynamic quantisation; only with --quantize int8); same I/O.
+                            The name is optimum's ORTQuantizer convention: ORTModelFor...from_pretrained(
+                            EXPORT_DIR, file_name="model_quantized.onnx") loads it.
+    tokenizer.json          fast tokenizer, readable by the `tokenizers` package alone (torch-free runtime),
+                            plus tokenizer_config.json / special_tokens_map.json / vocab for transformers.
+    config.json             transformers config (id2label, architecture) used by optimum.onnxruntime.
+    label_map.json          {"labels": [...], "id2label": {...}} copied from the run dir.
+    config.yaml, metrics.json   copied from the run dir when present (provenance and model card).
+    export_report.json      parity figures: max |logit difference| and label agreement vs PyTorch, per file.
+
+Parity is measured on real inputs: up to --samples records of RUN_DIR/test.jsonl (fields "text",
+"premise"/"hypothesis", or the Detector's "context"/"question"/"answer"), else built-in sentences; batched with
+padding at the run's max_length. For token classification only non-padding positions are compared.
+fp32 must agree within --atol (1e-4); int8 must keep label agreement >= --agreement-floor (0.99).
+
+Everything is written to EXPORT_DIR.partial first and renamed to EXPORT_DIR only when every check passed. On a
+failed check the command exits with status 1 and the rejected files + report are left in EXPORT_DIR.failed for
+inspection; EXPORT_DIR is never created or changed by a failed export.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import random
+import shutil
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+log = logging.getLogger("halugate.export")
+
+FP32_FILE = "model.onnx"
+INT8_FILE = "model_quantized.onnx"
+REPORT_FILE = "export_report.json"
+COPIED_FILES = ("label_map.json", "config.yaml", "metrics.json")
+TASKS = {"sequence": "text-classification", "token": "token-classification"}
+PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt")
+
+# Used when the run dir has no test.jsonl: varied lengths, questions and non-questions, one long passage.
+SAMPLE_TEXTS = [
+    "Who was the first person to walk on the Moon?",
+    "Write a short poem about autumn leaves.",
+    "What is the boiling point of water at sea level in Fahrenheit?",
+    "def add(a, b):\n    return a + b",
+    "Summarise the plot of Hamlet in two sentences.",
+    "When did the Berlin Wall fall, and what led to it?",
+    "Translate 'good morning' into Spanish.",
+    "How many moons does Jupiter have according to NASA?",
+    "Tell me a joke about programmers.",
+    "Which element has the atomic number 79?",
+    "Draft an email asking my landlord to fix the heating.",
+    "The Eiffel Tower was completed in 1889 for the World's Fair in Paris and is about 330 metres tall.",
+    ("The Amazon rainforest spans nine countries and covers roughly 5.5 million square kilometres. " * 12).strip(),
+    "ok",
+    "Is it true that the Great Wall of China is visible from space with the naked eye?",
+    "Explain recursion to a five-year-old.",
+]
+
+
+class ExportError(RuntimeError):
+    """The export could not be produced or failed a parity check; the message says which and why."""
+
+
+@dataclass
+class ParityResult:
+    file: str
+    n_examples: int
+    n_compared: int  # examples (sequence task) or non-padding tokens (token task)
+    max_abs_diff: float
+    mean_abs_diff: float
+    label_agreement: float
+    threshold: str
+    passed: bool
+
+
+# ---- loading the PyTorch reference ---------------------------------------------------------------------------
+
+def _has_safetensors(path: Path) -> bool:
+    return any(path.glob("*.safetensors"))
+
+
+def _refuse_pickles(path: Path) -> None:
+    pickles = sorted(p.name for p in path.iterdir() if p.suffix in PICKLE_SUFFIXES)
+    if pickles and not _has_safetensors(path):
+        raise ExportError(f"{path}: only pickled weights found ({', '.join(pickles)}); "
+                          "re-save the model with safe_serialization=True (safetensors)")
+
+
+def task_of(config) -> str:
+    """"sequence" | "token" from the checkpoint's architecture."""
+    archs = getattr(config, "architectures", None) or []
+    for arch in archs:
+        if arch.endswith("ForSequenceClassification"):
+            return "sequence"
+        if arch.endswith("ForTokenClassification"):
+            return "token"
+    raise ExportError(f"architecture {archs or '(none)'} is neither ...ForSequenceClassification nor "
+                      "...ForTokenClassification; only classification checkpoints can be exported")
+
+
+def load_run_model(run_dir: Path):
+    """(model, tokenizer, task, merged_from_adapter) for RUN_DIR; merges adapter/ when the top has no weights."""
+    import torch
+    from transformers import AutoConfig, AutoModelForSequenceClassification, AutoModelForTokenClassification
+
+    from training.models import load_tokenizer
+
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise ExportError(f"run directory {run_dir} does not exist")
+    classes = {"sequence": AutoModelForSequenceClassification, "token": AutoModelForTokenClassification}
+    if (run_dir / "config.json").is_file() and _has_safetensors(run_dir):
+        config = AutoConfig.from_pretrained(run_dir)
+        task = task_of(config)
+        model = classes[task].from_pretrained(run_dir, dtype=torch.float32, use_safetensors=True)
+        tokenizer = load_tokenizer(str(run_dir))
+        merged = False
+    elif (run_dir / "adapter" / "adapter_config.json").is_file():
+        model, tokenizer, task = _merge_adapter(run_dir, classes)
+        merged = True
+    else:
+        _refuse_pickles(run_dir)
+        raise ExportError(f"{run_dir}: no model found (expected config.json + *.safetensors at the top, "
+                          "or a LoRA adapter in adapter/)")
+    model.eval()
+    # optimum copies preprocessors from config._name_or_path: point it at the local dir, never at a Hub id.
+    model.config._name_or_path = str(run_dir)
+    return model, tokenizer, task, merged
+
+
+def _merge_adapter(run_dir: Path, classes):
+    import torch
+    from peft import PeftModel
+    from transformers import AutoConfig
+    from transformers.utils import logging as hf_logging
+
+    from inference.labels import id2label, label2id
+    from training.models import load_tokenizer, resolve_base_model
+
+    adapter_dir = run_dir / "adapter"
+    acfg = json.loads((adapter_dir / "adapter_config.json").read_text())
+    task = {"SEQ_CLS": "sequence", "TOKEN_CLS": "token"}.get(acfg.get("task_type"))
+    if task is None:
+        raise ExportError(f"{adapter_dir}/adapter_config.json: task_type {acfg.get('task_type')!r} is not "
+                          "SEQ_CLS or TOKEN_CLS")
+    labels = _labels(run_dir)
+    if labels is None:
+        raise ExportError(f"{run_dir}/label_map.json is needed to rebuild the classifier head for the adapter")
+    base = resolve_base_model(acfg["base_model_name_or_path"])
+    config = AutoConfig.from_pretrained(base, num_labels=len(labels), id2label=id2label(labels),
+                                        label2id=label2id(labels))
+    log.info("merging LoRA adapter %s into %s", adapter_dir, base)
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()  # "classifier newly initialized": true, and the adapter restores it next
+    try:
+        model = classes[task].from_pretrained(base, config=config, dtype=torch.float32, use_safetensors=True,
+                                              ignore_mismatched_sizes=True)
+    finally:
+        hf_logging.set_verbosity(verbosity)
+    model = PeftModel.from_pretrained(model, adapter_dir).merge_and_unload()
+    tok_dir = adapter_dir if (adapter_dir / "tokenizer.json").is_file() else base
+    return model, load_tokenizer(str(tok_dir)), task
+
+
+def _labels(run_dir: Path) -> list[str] | None:
+    path = run_dir / "label_map.json"
+    if not path.is_file():
+        return None
+    data = json.loads(path.read_text())
+    if isinstance(data.get("labels"), list):
+        return [str(x) for x in data["labels"]]
+    if isinstance(data.get("id2label"), dict):
+        return [data["id2label"][k] for k in sorted(data["id2label"], key=int)]
+    raise ExportError(f"{path}: expected a 'labels' list or an 'id2label' mapping")
+
+
+def run_max_length(run_dir: Path, model, override: int | None) -> int:
+    if override:
+        length = override
+    else:
+        length = 256
+        cfg_path = run_dir / "config.yaml"
+        if cfg_path.is_file():
+            import yaml
+
+            data = yaml.safe_load(cfg_path.read_text()) or {}
+            length = int((data.get("model") or {}).get("max_length") or length)
+    return min(length, int(getattr(model.config, "max_position_embeddings", length) or length))
+
+
+# ---- parity inputs -------------------------------------------------------------------------------------------
+
+def _record_inputs(rec: dict, where: str) -> tuple[str, ...]:
+    if "text" in rec:
+        return (rec["text"],)
+    if "premise" in rec and "hypothesis" in rec:
+        return (rec["premise"], rec["hypothesis"])
+    if "answer" in rec and "context" in rec:
+        # Detector layout: (context + question) as the first segment, the answer as the second. The exact
+        # template does not matter for parity; realistic lengths and vocabulary do.
+        first = rec["context"] if not rec.get("question") else f"{rec['context']}\n{rec['question']}"
+        return (first, rec["answer"])
+    raise ExportError(f"{where}: record has none of the fields text | premise+hypothesis | "
+                      f"context+question+answer (keys: {', '.join(sorted(rec))})")
+
+
+def parity_examples(run_dir: Path, n: int, seed: int = 0) -> tuple[list[tuple[str, ...]], str]:
+    """Up to n inputs from RUN_DIR/test.jsonl (random, seeded), else the built-in sentences."""
+    path = Path(run_dir) / "test.jsonl"
+    if path.is_file():
+        from training.data.base import read_jsonl
+
+        rows = [(i, r) for i, r in enumerate(read_jsonl(path), 1)]
+        if rows:
+            picked = random.Random(seed).sample(rows, min(n, len(rows)))
+            return [_record_inputs(r, f"{path}:{i}") for i, r in picked], str(path)
+    return [(t,) for t in SAMPLE_TEXTS[:n]], "built-in sample sentences"
+
+
+def encode_batches(tokenizer, examples: list[tuple[str, ...]], max_length: int,
+                   batch_size: int = 8) -> list[dict[str, np.ndarray]]:
+    batches = []
+    for i in range(0, len(examples), batch_size):
+        chunk = examples[i:i + batch_size]
+        args = [[ex[k] for ex in chunk] for k in range(len(chunk[0]))]
+        enc = tokenizer(*args, truncation=True, max_length=max_length, padding=True, return_tensors="np")
+        batches.append({k: np.asarray(v, dtype=np.int64) for k, v in enc.items()})
+    return batches
+
+
+# ---- logits and comparison -----------------------------------------------------------------------------------
+
+def torch_logits(model, batches: list[dict[str, np.ndarray]]) -> list[np.ndarray]:
+    import inspect
+
+    import torch
+
+    accepted = set(inspect.signature(model.forward).parameters)
+    out = []
+    with torch.inference_mode():
+        for b in batches:
+            feed = {k: torch.from_numpy(v) for k, v in b.items() if k in accepted}
+            out.append(model(**feed).logits.float().numpy())
+    return out
+
+
+def onnx_session(path: Path, threads: int | None = None):
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    if threads:
+        opts.intra_op_num_threads = threads
+    return ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+
+
+def session_feed(session, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The inputs the graph declares; token_type_ids default to zeros when the tokenizer gave none."""
+    feed = {}
+    for inp in session.get_inputs():
+        if inp.name in batch:
+            feed[inp.name] = batch[inp.name]
+        elif inp.name == "token_type_ids":
+            feed[inp.name] = np.zeros_like(batch["input_ids"])
+        else:
+            raise ExportError(f"the ONNX graph wants input {inp.name!r}, which the tokenizer does not produce")
+    return feed
+
+
+def onnx_logits(path: Path, batches: list[dict[str, np.ndarray]]) -> list[np.ndarray]:
+    session = onnx_session(path)
+    return [session.run(["logits"], session_feed(session, b))[0] for b in batches]
+
+
+def compare(reference: list[np.ndarray], candidate: list[np.ndarray], batches: list[dict[str, np.ndarray]],
+            task: str) -> tuple[int, float, float, float]:
+    """(n_compared, max |diff|, mean |diff|, label agreement); token tasks compare non-padding positions only."""
+    diffs, agree = [], []
+    for ref, got, b in zip(reference, candidate, batches):
+        if ref.shape != got.shape:
+            raise ExportError(f"ONNX logits have shape {got.shape}, PyTorch {ref.shape}")
+        if task == "token":
+            keep = b["attention_mask"].astype(bool)
+            ref, got = ref[keep], got[keep]
+        diffs.append(np.abs(ref - got).max(axis=-1))
+        agree.append(ref.argmax(-1) == got.argmax(-1))
+    d, a = np.concatenate(diffs), np.concatenate(agree)
+    if not np.all(np.isfinite(d)):
+        return int(a.size), float("inf"), float("inf"), float(a.mean())
+    return int(a.size), float(d.max()), float(d.mean()), float(a.mean())
+
+
+def check_file(path: Path, reference, batches, task: str, *, atol: float | None = None,
+               floor: float | None = None) -> ParityResult:
+    n, max_diff, mean_diff, agreement = compare(reference, onnx_logits(path, batches), batches, task)
+    if atol is not None:
+        passed, threshold = max_diff <= atol, f"max_abs_diff <= {atol:g}"
+    else:
+        passed, threshold = agreement >= floor, f"label_agreement >= {floor:g}"
+    return ParityResult(file=path.name, n_examples=sum(len(b["input_ids"]) for b in batches), n_compared=n,
+                        max_abs_diff=max_diff, mean_abs_diff=mean_diff, label_agreement=agreement,
+                        threshold=threshold, passed=bool(passed))
+
+
+# ---- export steps --------------------------------------------------------------------------------------------
+
+def export_fp32(model, task: str, out: Path, opset: int | None, exporter: str = "optimum") -> None:
+    """Write out/model.onnx + out/config.json with optimum (default) or torch.onnx directly (fallback)."""
+    import warnings
+
+    import torch
+
+    with warnings.catch_warnings():
+        # Tracing warns that mask constants are baked in; the parity check on real inputs is the real guard.
+        warnings.simplefilter("ignore", torch.jit.TracerWarning)
+        if exporter == "optimum":
+            from optimum.exporters.onnx import onnx_export_from_model
+
+            onnx_export_from_model(model, out, task=TASKS[task], opset=opset, do_validation=False)
+        else:
+            _torch_onnx_export(model, out / FP32_FILE, opset)
+            model.config.save_pretrained(out)
+    if not (out / FP32_FILE).is_file():
+        raise ExportError(f"the exporter did not write {out / FP32_FILE}")
+
+
+def _torch_onnx_export(model, path: Path, opset: int | None) -> None:
+    """Fallback: the TorchScript-based exporter with dynamic batch/sequence axes (no optimum needed)."""
+    import inspect
+
+    import torch
+
+    names = [n for n in ("input_ids", "attention_mask", "token_type_ids")
+             if n in inspect.signature(model.forward).parameters]
+    if model.config.model_type == "modernbert":
+        names = ["input_ids", "attention_mask"]
+
+    class LogitsOnly(torch.nn.Module):
+        def __init__(self, inner):
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, *args):
+            return self.inner(**dict(zip(names, args))).logits
+
+    dummy = tuple(torch.ones(2, 16, dtype=torch.long) if n != "token_type_ids"
+                  else torch.zeros(2, 16, dtype=torch.long) for n in names)
+    axes = {n: {0: "batch_size", 1: "sequence_length"} for n in names}
+    axes["logits"] = {0: "batch_size"} if task_of(model.config) == "sequence" else {0: "batch_size",
+                                                                                   1: "sequence_length"}
+    torch.onnx.export(LogitsOnly(model).eval(), dummy, str(path), input_names=names, output_names=["logits"],
+                      dynamic_axes=axes, opset_version=opset or 17, dynamo=False, do_constant_folding=True)
+
+
+def quantize_int8(src: Path, dst: Path) -> None:
+    """onnxruntime dynamic quantisation: int8 weights (per channel), uint8 activations quantised at run time."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    # Per-channel int8 on every supported op (MatMul, Gather/embeddings): on the MiniLM Sentinel label agreement
+    # 1.0 on 986 test records, 4x smaller, 1.8-2.3x faster than fp32; per-tensor scales, uint8 weights or
+    # excluding layers were no better (docs/export.md). ORT's pre-processing pass gave no gain, and its
+    # symbolic shape inference fails on these graphs.
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(logging.ERROR)  # ORT logs a "consider pre-processing" line and one line per skipped tensor
+    try:
+        quantize_dynamic(src, dst, weight_type=QuantType.QInt8, per_channel=True)
+    finally:
+        root.setLevel(level)
+
+
+def save_tokenizer(tokenizer, out: Path) -> None:
+    tokenizer.save_pretrained(out)
+    if not (out / "tokenizer.json").is_file():
+        raise ExportError("the tokenizer has no tokenizer.json (a fast tokenizer is required by the runtime)")
+
+
+def onnx_opset(path: Path) -> int | None:
+    import onnx
+
+    model = onnx.load(str(path), load_external_data=False)
+    return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
+
+
+def _versions() -> dict:
+    import importlib.metadata as md
+
+    out = {}
+    for pkg in ("torch", "transformers", "optimum", "optimum-onnx", "onnx", "onnxruntime", "peft"):
+        try:
+            out[pkg] = md.version(pkg)
+        except md.PackageNotFoundError:
+            pass
+    return out
+
+
+def _size_mb(path: Path) -> float:
+    return round(path.stat().st_size / 2**20, 2)
+
+
+def verify_export(run_dir: Path, export_dir: Path, *, samples: int = 64, max_length: int | None = None,
+                  atol: float = 1e-4, agreement_floor: float = 0.99, model=None, tokenizer=None,
+                  task: str | None = None) -> dict:
+    """Parity of every ONNX file in export_dir against the PyTorch model of run_dir; returns the report part."""
+    run_dir, export_dir = Path(run_dir), Path(export_dir)
+    if model is None:
+        model, tokenizer, task, _ = load_run_model(run_dir)
+    length = run_max_length(run_dir, model, max_length)
+    examples, source = parity_examples(run_dir, samples)
+    batches = encode_batches(tokenizer, examples, length)
+    started = time.time()
+    reference = torch_logits(model, batches)
+    results = {}
+    if not (export_dir / FP32_FILE).is_file():
+        raise ExportError(f"{export_dir / FP32_FILE} is missing")
+    results["fp32"] = check_file(export_dir / FP32_FILE, reference, batches, task, atol=atol)
+    if (export_dir / INT8_FILE).is_file():
+        results["int8"] = check_file(export_dir / INT8_FILE, reference, batches, task, floor=agreement_floor)
+    return {
+        "inputs": {"source": source, "n_examples": len(examples), "max_length": length, "batch_size": 8,
+                   "max_tokens": int(max(b["input_ids"].shape[1] for b in batches))},
+        "parity": {k: asdict(v) for k, v in results.items()},
+        "passed": all(r.passed for r in results.values()),
+        "verify_seconds": round(time.time() - started, 2),
+    }
+
+
+def check_optimum_load(export_dir: Path, task: str) -> None:
+    """The exported dir must load with optimum.onnxruntime (what Hub users will do)."""
+    from optimum.onnxruntime import ORTModelForSequenceClassification, ORTModelForTokenClassification
+
+    cls = ORTModelForSequenceClassification if task == "sequence" else ORTModelForTokenClassification
+    for name in (FP32_FILE, INT8_FILE):
+        if (export_dir / name).is_file():
+            cls.from_pretrained(export_dir, file_name=name)
+
+
+def _failure_message(report: dict) -> str:
+    bad = [f"{k}: {v['file']} {v['threshold']} failed (max_abs_diff={v['max_abs_diff']:.3g}, "
+           f"label_agreement={v['label_agreement']:.4f} on {v['n_compared']} compared)"
+           for k, v in report["parity"].items() if not v["passed"]]
+    return "; ".join(bad)
+
+
+def export(run_dir: str | Path, out: str | Path, *, quantize: str | None = None, opset: int | None = None,
+           agreement_floor: float = 0.99, atol: float = 1e-4, samples: int = 64, max_length: int | None = None,
+           overwrite: bool = False, exporter: str = "optimum") -> dict:
+    """Export RUN_DIR to OUT (see the module docstring); returns the report. Raises ExportError on failure."""
+    run_dir, out = Path(run_dir), Path(out)
+    if out.exists() and any(out.iterdir()):
+        if not overwrite:
+            raise ExportError(f"{out} already exists and is not empty; pass --overwrite to replace it")
+        if not (out / REPORT_FILE).is_file() or out.resolve() in (run_dir.resolve(), *run_dir.resolve().parents):
+            # --overwrite deletes `out`: only ever a previous export, never the run dir or a folder holding it.
+            raise ExportError(f"--overwrite only replaces a previous export (a folder with {REPORT_FILE}); "
+                              f"{out} is not one: choose another --out")
+    if quantize not in (None, "int8"):
+        raise ExportError(f"--quantize {quantize!r}: only int8 is supported")
+    started = time.time()
+    model, tokenizer, task, merged = load_run_model(run_dir)
+
+    staging = out.with_name(out.name + ".partial")
+    failed = out.with_name(out.name + ".failed")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    log.info("exporting %s (%s, %s classification) with %s", run_dir, model.config.model_type, task, exporter)
+    export_fp32(model, task, staging, opset, exporter)
+    save_tokenizer(tokenizer, staging)
+    for name in COPIED_FILES:
+        if (run_dir / name).is_file():
+            shutil.copy2(run_dir / name, staging / name)
+    if not (staging / "label_map.json").is_file():  # keep the runtime contract even for hand-made run dirs
+        labels = [model.config.id2label[i] for i in range(model.config.num_labels)]
+        (staging / "label_map.json").write_text(json.dumps({"labels": labels, "id2label": dict(enumerate(labels))},
+                                                           indent=2))
+    if quantize == "int8":
+        log.info("quantising to int8")
+        quantize_int8(staging / FP32_FILE, staging / INT8_FILE)
+
+    report = {
+        "run_dir": str(run_dir.resolve()),
+        "task": TASKS[task],
+        "model_type": model.config.model_type,
+        "architecture": (model.config.architectures or [type(model).__name__])[0],
+        "merged_from_adapter": merged,
+        "exporter": exporter,
+        "opset": onnx_opset(staging / FP32_FILE),
+        "files": {"fp32": FP32_FILE, **({"int8": INT8_FILE} if quantize else {})},
+        "onnx_inputs": [i.name for i in onnx_session(staging / FP32_FILE).get_inputs()],
+        "size_mb": {k: _size_mb(staging / v) for k, v in
+                    {"fp32": FP32_FILE, **({"int8": INT8_FILE} if quantize else {})}.items()},
+    }
+    report.update(verify_export(run_dir, staging, samples=samples, max_length=max_length, atol=atol,
+                                agreement_floor=agreement_floor, model=model, tokenizer=tokenizer, task=task))
+    if report["passed"]:
+        check_optimum_load(staging, task)
+        report["optimum_loads"] = True
+    report["versions"] = _versions()
+    report["export_seconds"] = round(time.time() - started, 1)
+    report["status"] = "ok" if report["passed"] else "failed"
+    (staging / REPORT_FILE).write_text(json.dumps(report, indent=2) + "\n")
+
+    if not report["passed"]:
+        shutil.rmtree(failed, ignore_errors=True)
+        staging.rename(failed)
+        raise ExportError(f"parity check failed: {_failure_message(report)}. Nothing was written to {out}; "
+                          f"the rejected files and {REPORT_FILE} are in {failed}")
+    if out.exists():
+        shutil.rmtree(out)
+    staging.rename(out)
+    shutil.rmtree(failed, ignore_errors=True)
+    return report
+
+
+def _summary(report: dict) -> str:
+    lines = [(f"{report.get('task', '')} {report.get('model_type', '')}: parity on "
+              f"{report['inputs']['n_examples']} inputs from {report['inputs']['source']}")]
+    for key, p in report["parity"].items():
+        lines.append(f"  {key:5s} {p['file']:22s} max|diff|={p['max_abs_diff']:.2e} "
+                     f"agreement={p['label_agreement']:.4f} ({p['threshold']}: {'ok' if p['passed'] else 'FAILED'})")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m training.export", description=__doc__.splitlines()[0])
+    p.add_argument("--model", required=True, help="run directory (merged model or adapter/ + label_map.json)")
+    p.add_argument("--out", required=True, help="export directory to create")
+    p.add_argument("--quantize", choices=["int8"], help="also write an int8 dynamic-quantised model")
+    p.add_argument("--opset", type=int, help="ONNX opset (default: optimum's choice for the architecture)")
+    p.add_argument("--agreement-floor", type=float, default=0.99,
+                   help="minimum int8 label agreement with PyTorch (default 0.99)")
+    p.add_argument("--atol", type=float, default=1e-4, help="maximum fp32 |logit difference| (default 1e-4)")
+    p.add_argument("--samples", type=int, default=64, help="parity inputs taken from test.jsonl (default 64)")
+    p.add_argument("--max-length", type=int, help="tokens per parity input (default: the run's model.max_length)")
+    p.add_argument("--exporter", choices=["optimum", "torch"], default="optimum",
+                   help="optimum's ONNX exporter (default) or torch.onnx.export directly (fallback)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing non-empty --out")
+    p.add_argument("--verify-only", action="store_true",
+                   help="re-run the parity check of an existing --out against --model; rewrites nothing")
+    args = p.parse_args(argv)
+    # Our progress at INFO; third-party loggers (onnxruntime.quantization logs every tensor) stay at WARNING.
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(message)s", datefmt="%H:%M:%S")
+    log.setLevel(logging.INFO)
+
+    from training.models import BaseModelError
+
+    try:
+        if args.verify_only:
+            report = verify_export(args.model, args.out, samples=args.samples, max_length=args.max_length,
+                                   atol=args.atol, agreement_floor=args.agreement_floor)
+            print(_summary(report))
+            if not report["passed"]:
+                print(f"error: parity check failed: {_failure_message(report)}", file=sys.stderr)
+                return 1
+            return 0
+        report = export(args.model, args.out, quantize=args.quantize, opset=args.opset,
+                        agreement_floor=args.agreement_floor, atol=args.atol, samples=args.samples,
+                        max_length=args.max_length, overwrite=args.overwrite, exporter=args.exporter)
+    except (ExportError, BaseModelError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(_summary(report))
+    print(f"exported to {args.out} ({', '.join(report['files'].values())}); report: {Path(args.out) / REPORT_FILE}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

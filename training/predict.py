@@ -1,0 +1,77 @@
+"""Batch prediction with torch for sequence-classification run dirs (used by eval.explainer and eval.sentinel).
+
+    probs = predict_proba("runs/explainer-offline", premises, hypotheses)   # (n, num_labels), model label order
+    labels = model_labels("runs/explainer-offline")                          # ["entailment", "neutral", ...]
+
+Inputs are tokenised once, then batched longest-first by token length (little padding, and an out-of-memory
+error shows up in the first batch rather than at the end); results come back in input order.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+
+import numpy as np
+
+
+@functools.lru_cache(maxsize=2)
+def load_classifier(model_dir: str, device: str = "auto"):
+    """(model, tokenizer, device) for a run dir, a local model dir or a Hub id; cached for repeated calls."""
+    from transformers import AutoModelForSequenceClassification
+
+    from training.models import load_tokenizer
+    from training.trainer import check_device
+
+    device = check_device(device)
+    tokenizer = load_tokenizer(str(model_dir))
+    model = AutoModelForSequenceClassification.from_pretrained(str(model_dir))
+    model.eval().to(device)
+    return model, tokenizer, device
+
+
+def model_labels(model_dir: str) -> list[str]:
+    """The model's label names in output order (config.id2label)."""
+    from transformers import AutoConfig
+
+    cfg = AutoConfig.from_pretrained(str(model_dir))
+    return [cfg.id2label[i] for i in range(cfg.num_labels)]
+
+
+def predict_proba(model_dir: str, texts: Sequence[str], pairs: Sequence[str] | None = None, batch_size: int = 64,
+                  max_length: int = 256, device: str = "auto", progress: bool = True,
+                  desc: str | None = None) -> np.ndarray:
+    """Class probabilities, shape (len(texts), num_labels), in the model's label order.
+
+    `texts` are the first segments; `pairs`, when given, the second segment of each input (e.g. premises and
+    hypotheses for NLI). Inputs longer than `max_length` tokens are truncated (longest segment first).
+    """
+    import torch
+    from tqdm.auto import tqdm
+
+    texts = list(texts)
+    if pairs is not None:
+        pairs = list(pairs)
+        if len(pairs) != len(texts):
+            raise ValueError(f"predict_proba: {len(texts)} texts but {len(pairs)} pairs")
+    for i, t in enumerate(texts + (pairs or [])):
+        if not isinstance(t, str):
+            raise TypeError(f"predict_proba: input {i % max(1, len(texts))} is {type(t).__name__}, not a string")
+    model, tokenizer, dev = load_classifier(str(model_dir), device)
+    n_labels = model.config.num_labels
+    if not texts:
+        return np.zeros((0, n_labels), dtype=np.float32)
+
+    enc = tokenizer(texts, pairs, truncation=True, max_length=max_length)
+    keys = [k for k in tokenizer.model_input_names if k in enc]
+    lengths = np.array([len(ids) for ids in enc["input_ids"]])
+    order = np.argsort(-lengths, kind="stable")
+    out = np.empty((len(texts), n_labels), dtype=np.float32)
+    batches = range(0, len(texts), batch_size)
+    for start in tqdm(batches, desc=desc or "predict", unit="batch", disable=not progress, leave=False):
+        idx = order[start:start + batch_size]
+        batch = tokenizer.pad({k: [enc[k][i] for i in idx] for k in keys}, return_tensors="pt")
+        with torch.inference_mode():
+            logits = model(**{k: v.to(dev) for k, v in batch.items()}).logits
+        out[idx] = torch.softmax(logits.float(), dim=-1).cpu().numpy()
+    return out
