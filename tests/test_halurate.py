@@ -261,7 +261,7 @@ def test_exact_aggregate_metrics_on_a_hand_built_fixture():
     assert m["by_category"]["c2"]["hallucination_rate"] == 0.5
     assert m["by_task_type"]["Summary"] == {"n": 1, "checked": 1, "hallucinated": 1, "skipped": 0, "unavailable": 0,
                                             "hallucination_rate": 1.0, "spans_per_response": 2.0}
-    assert m["timing"] == {"generation_s_mean": 2.0, "detection_batch_ms_mean": 10.0}
+    assert m["timing"] == {"generation_s_mean": 2.0, "generation_s_total": 18.0, "detection_batch_ms_mean": 10.0}
     assert [e["id"] for e in worst(entries, 3)] == ["r1", "r3", "r2"]  # severity, then span count
 
 

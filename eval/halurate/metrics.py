@@ -96,6 +96,7 @@ def compute_metrics(entries: Sequence[dict]) -> dict:
            and not e["generation"].get("error")]
     det_ms = [e["detection"]["timings_ms"]["total"] for e in entries if e.get("detection")]
     out["timing"] = {"generation_s_mean": round(sum(lat) / len(lat), 3) if lat else None,
+                     "generation_s_total": round(sum(lat), 1) if lat else None,
                      "detection_batch_ms_mean": round(sum(det_ms) / len(det_ms), 1) if det_ms else None}
     ref = _reference_block(entries)
     if ref:

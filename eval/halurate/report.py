@@ -137,7 +137,8 @@ def render_report(entries: Sequence[dict], metrics: dict, meta: dict, plots: dic
           (f"| Sentinel skip rate | {_pct(m['sentinel']['skip_rate'])} ({m['sentinel']['skipped']}/"
            f"{m['sentinel']['asked']} asked) |"),
           f"| unavailable (never counted as clean) | {m['unavailable']} |",
-          f"| mean generation time per answer | {_fmt(m['timing']['generation_s_mean'], 2)} s |", ""]
+          (f"| generation time per answer (mean) / all answers | {_fmt(m['timing']['generation_s_mean'], 2)} s / "
+           f"{_fmt(m['timing']['generation_s_total'], 1)} s |"), ""]
     L += ["## Verdicts", "", "| verdict | answers |", "|---|---:|"]
     L += [f"| {k} | {v} |" for k, v in m["verdicts"].items() if v]
     if m["skip_reasons"]:
