@@ -18,7 +18,7 @@ def classification_metrics(y_true: Sequence[int], y_pred: Sequence[int], labels:
     ids = list(range(len(labels)))
     p, r, f, s = precision_recall_fscore_support(y_true, y_pred, labels=ids, zero_division=0)
     out = {
-        "n": int(len(y_true)),
+        "n": len(y_true),
         "accuracy": float(accuracy_score(y_true, y_pred)) if len(y_true) else 0.0,
         "macro_f1": float(f1_score(y_true, y_pred, labels=ids, average="macro", zero_division=0)),
         "per_class": {

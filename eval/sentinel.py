@@ -12,8 +12,6 @@ import json
 import sys
 from pathlib import Path
 
-import numpy as np
-
 from eval.metrics import classification_metrics
 from inference.formatting import sentinel_text
 from inference.labels import SENTINEL_LABELS
@@ -72,8 +70,7 @@ def main(argv=None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
     with open(out / "predictions.jsonl", "w", encoding="utf-8") as fh:
-        for r, pr in zip(records, probs[:, 1]):
-            fh.write(json.dumps({**r, "p_fact_check_needed": round(float(pr), 6)}, ensure_ascii=False) + "\n")
+        fh.writelines(json.dumps({**r, "p_fact_check_needed": round(float(pr), 6)}, ensure_ascii=False) + "\n" for r, pr in zip(records, probs[:, 1]))
     print(f"accuracy {metrics['accuracy']:.4f}  macro-F1 {metrics['macro_f1']:.4f}  n={metrics['n']}  -> {out}")
     for src, m in metrics["per_source_accuracy"].items():
         print(f"  {src:24s} {m['accuracy']:.3f}  (n={m['n']})")

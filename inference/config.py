@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import types
-import typing
 from pathlib import Path
 from typing import Any, Literal, TypeVar, Union, get_args, get_origin, get_type_hints
 
@@ -55,14 +54,14 @@ def _coerce(value: Any, tp: Any, where: str) -> Any:
         if not isinstance(value, dict):
             raise ConfigError(f"{where}: expected a mapping for section {_type_name(tp)}, got {value!r}")
         return _build(tp, value, where)
-    if origin in (list, tuple, typing.List, typing.Tuple):
+    if origin in (list, tuple, list, tuple):
         if not isinstance(value, (list, tuple)):
             raise ConfigError(f"{where}: expected a list, got {value!r}")
         args = get_args(tp)
         item_tp = args[0] if args else Any
         items = [_coerce(v, item_tp, f"{where}[{i}]") for i, v in enumerate(value)]
-        return tuple(items) if origin in (tuple, typing.Tuple) else items
-    if origin in (dict, typing.Dict):
+        return tuple(items) if origin in (tuple, tuple) else items
+    if origin in (dict, dict):
         if not isinstance(value, dict):
             raise ConfigError(f"{where}: expected a mapping, got {value!r}")
         k_tp, v_tp = get_args(tp) or (Any, Any)

@@ -1,7 +1,7 @@
 """The shared YAML -> dataclass config system: types, unknown keys, overrides, saving."""
 
 from dataclasses import dataclass, field
-from typing import Literal, Optional
+from typing import Literal
 
 import pytest
 import yaml
@@ -21,7 +21,7 @@ class Inner:
 class Outer:
     inner: Inner = field(default_factory=Inner)
     steps: int = 3
-    path: Optional[str] = None
+    path: str | None = None
 
 
 def write(tmp_path, data, name="c.yaml"):

@@ -67,12 +67,12 @@ def test_unknown_dataset_and_bad_json(fixture_dir):
 
 
 def test_hub_only_adapter_without_datasets_access_fails_clearly(monkeypatch):
-    import training.data.base as base
+    from training.data import base
 
     def boom(*a, **k):
         raise DataError("could not load 'rajpurkar/squad' from the Hugging Face Hub: offline")
     monkeypatch.setattr(base, "hub_rows", boom)
-    import training.data.prompts as prompts
+    from training.data import prompts
     monkeypatch.setattr(prompts, "hub_rows", boom)
     with pytest.raises(DataError, match="Hugging Face Hub"):
         get_adapter("squad").load(None)

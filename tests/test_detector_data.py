@@ -244,5 +244,5 @@ def test_ragtruth_original_schema_from_a_local_download(tmp_path):
 
     from eval.detector import load_eval_records
 
-    recs, rep = load_eval_records(str(folder))
+    recs, _rep = load_eval_records(str(folder))
     assert [r["id"] for r in recs] == ["ragtruth-12"]

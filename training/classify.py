@@ -41,8 +41,7 @@ def tokenize_records(tokenizer, records: list[dict], text_fields: tuple[str, ...
 
 def write_jsonl(path: Path, records: list[dict]) -> None:
     with open(path, "w", encoding="utf-8") as fh:
-        for r in records:
-            fh.write(json.dumps(r, ensure_ascii=False) + "\n")
+        fh.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
 
 
 def run_sequence_classification(cfg, train_recs, dev_recs, test_recs, labels: list[str], count_text: str,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal, Optional
+from typing import Literal
 
 
 @dataclass
@@ -12,7 +12,7 @@ class LoraConfig:
     r: int = 16
     alpha: int = 32
     dropout: float = 0.1
-    target_modules: Optional[list[str]] = None  # None: chosen from the architecture (training.models)
+    target_modules: list[str] | None = None  # None: chosen from the architecture (training.models)
 
     def validate(self):
         if self.r <= 0:
@@ -64,7 +64,7 @@ class TrainArgs:
 @dataclass
 class RunConfig:
     output_dir: str = "runs/model"
-    data_dir: Optional[str] = None  # None: $HALUGATE_DATA_DIR, else the Hub
+    data_dir: str | None = None  # None: $HALUGATE_DATA_DIR, else the Hub
     seed: int = 42
 
 
@@ -81,4 +81,4 @@ class SplitConfig:
 @dataclass
 class SourceSpec:
     name: str
-    limit: Optional[int] = None  # at most this many records from the source (after dedup), sampled by seed
+    limit: int | None = None  # at most this many records from the source (after dedup), sampled by seed

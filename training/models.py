@@ -63,7 +63,7 @@ def _resolve_hub_id(repo_id: str) -> str:
     patterns = ["*.json", "*.safetensors", "*.txt", "*.model", "tokenizer*"]
     try:  # already in the local cache: no network needed
         return snapshot_download(repo_id, local_files_only=True, allow_patterns=patterns)
-    except Exception:  # noqa: BLE001 - not cached; try the Hub below
+    except Exception:  # noqa: BLE001, S110 - not cached; try the Hub below
         pass
     if os.environ.get("HF_HUB_OFFLINE", "0").lower() in ("1", "true", "yes"):
         raise BaseModelError(f"{repo_id} is not in the local Hugging Face cache and HF_HUB_OFFLINE is set. "

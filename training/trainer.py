@@ -144,7 +144,7 @@ def train(model, tokenizer, train_ds, dev_ds, cfg, out: Path, compute_metrics, d
     set_seed(cfg.run.seed)
     ckpt_dir = out / "checkpoints"
     per_epoch = t.eval_every == "epoch"
-    kwargs = dict(
+    kwargs = dict(  # noqa: C408 - keyword form reads like TrainingArguments(...)
         output_dir=str(ckpt_dir),
         learning_rate=t.learning_rate,
         num_train_epochs=t.epochs,

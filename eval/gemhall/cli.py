@@ -134,12 +134,12 @@ def print_table(metrics: dict) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    from eval.backends import BackendConfigError, FatalBackendError
+    from eval.backends import BackendConfigError
 
     from .behavior import behavior_checks
     from .metrics import compute_metrics
     from .report import write_reports
-    from .runner import PROMPT_VERSION, ResumeError, Runner
+    from .runner import PROMPT_VERSION, Runner, run_resumable
 
     try:
         cfg = parse_config(argv)
@@ -160,19 +160,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                     seed=cfg.seed, thinking_budget=cfg.thinking_budget, workers=cfg.concurrency,
                     progress=cfg.progress, fingerprint=fingerprint)
     try:
-        stats = runner.run(items, cfg.thresholds, use_async=cfg.use_async,
-                           on_start=lambda: save_config(cfg, out / "config.yaml"))
-    except ResumeError as exc:
-        print(f"gemhall: error: {exc}", file=sys.stderr)
-        return 2
-    except FatalBackendError as exc:
-        print(f"gemhall: stopped: {exc}\nFinished results are kept in {runner.log.path}; "
-              "fix the problem and rerun the same command to resume.", file=sys.stderr)
-        return 3
-    except KeyboardInterrupt:
-        print(f"\ngemhall: interrupted. Finished results are kept in {runner.log.path}; "
-              "rerun the same command to resume.", file=sys.stderr)
-        return 130
+        stats, code = run_resumable("gemhall", "results", runner.log.path, lambda: runner.run(
+            items, cfg.thresholds, use_async=cfg.use_async, on_start=lambda: save_config(cfg, out / "config.yaml")))
+        if code:
+            return code
     finally:
         backend.close()
         judge_backend = getattr(judge, "backend", backend)

@@ -31,6 +31,29 @@ class ResumeError(ValueError):
     """The log under --out belongs to a different run; the message says what differs."""
 
 
+def run_resumable(tool: str, what: str, log_path: Path, run):
+    """`run()` -> (its result, 0); or (None, exit code) with a message saying the log keeps what finished.
+
+    Shared by the resumable CLIs (gemhall, halurate): 2 for a log of another run, 3 when the backend refuses
+    for good (bad key, unknown model), 130 on Ctrl-C.
+    """
+    import sys
+
+    try:
+        return run(), 0
+    except ResumeError as exc:
+        print(f"{tool}: error: {exc}", file=sys.stderr)
+        return None, 2
+    except FatalBackendError as exc:
+        print(f"{tool}: stopped: {exc}\nFinished {what} are kept in {log_path}; fix the problem and rerun the "
+              "same command to resume.", file=sys.stderr)
+        return None, 3
+    except KeyboardInterrupt:
+        print(f"\n{tool}: interrupted. Finished {what} are kept in {log_path}; rerun the same command to resume.",
+              file=sys.stderr)
+        return None, 130
+
+
 def key_of(item_id: str, t: float) -> tuple[str, float]:
     return (item_id, float(t))
 

@@ -114,9 +114,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     argv = list(sys.argv[1:] if argv is None else argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
-    from eval.backends import BackendConfigError, FatalBackendError
+    from eval.backends import BackendConfigError
     from eval.gemhall.cli import hardware
-    from eval.gemhall.runner import ResumeError
+    from eval.gemhall.runner import run_resumable
     from training.data.base import DataError
 
     from .data import load_records
@@ -158,19 +158,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as exc:
         print(f"halurate: error: {exc}", file=sys.stderr)
         return 2
-    try:
-        entries, stats = runner.run(on_start=lambda: save_config(cfg, out / "config.yaml"))
-    except ResumeError as exc:
-        print(f"halurate: error: {exc}", file=sys.stderr)
-        return 2
-    except FatalBackendError as exc:
-        print(f"halurate: stopped: {exc}\nFinished answers are kept in {runner.log.path}; fix the problem and rerun "
-              "the same command to resume.", file=sys.stderr)
-        return 3
-    except KeyboardInterrupt:
-        print(f"\nhalurate: interrupted. Finished answers are kept in {runner.log.path}; rerun the same command to "
-              "resume.", file=sys.stderr)
-        return 130
+    result, code = run_resumable("halurate", "answers", runner.log.path,
+                                 lambda: runner.run(on_start=lambda: save_config(cfg, out / "config.yaml")))
+    if code:
+        return code
+    entries, stats = result
 
     metrics = compute_metrics(entries)
     gate_desc = describe_gate(gate)

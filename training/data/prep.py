@@ -62,8 +62,8 @@ def stratified_split(
         items = sorted(groups[key], key=lambda r: repr(sorted((k, str(v)) for k, v in r.items())))
         rng.shuffle(items)
         n = len(items)
-        n_test = int(round(n * fractions[2]))
-        n_dev = int(round(n * fractions[1]))
+        n_test = round(n * fractions[2])
+        n_dev = round(n * fractions[1])
         if n >= 3:  # every stratum with enough rows is represented in each split
             n_test, n_dev = max(n_test, 1), max(n_dev, 1)
         test.extend(items[:n_test])
@@ -97,7 +97,7 @@ def count_table(splits: dict[str, list[dict]], label_names: list[str] | None = N
         rows.append([src, lname(lab), *(str(c[s]) for s in splits), str(row_total)])
     rows.append(["TOTAL", "", *(str(totals[s]) for s in splits), str(sum(totals.values()))])
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
-    fmt = lambda cols: "  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(cols, widths)))  # noqa: E731
+    fmt = lambda cols: "  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(cols, widths)))
     lines = [fmt(header), fmt(["-" * w for w in widths])] + [fmt(r) for r in rows]
     return "\n".join(lines)
 
