@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,6 +25,19 @@ class Item:
     category: str = ""
     choices: dict[str, str] | None = None  # multiple choice (MMLU): letters -> option text
     extra: dict[str, str] = field(default_factory=dict)  # further CSV columns, kept in results.csv
+
+
+def numbered_rows(reader, path) -> Iterator[tuple[int, list[str]]]:
+    """(line where the record starts, row) for each CSV record; a malformed record names its file and line."""
+    while True:
+        line = reader.line_num + 1  # records may span lines: report where this one starts
+        try:
+            row = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            raise DataError(f"{path}: line {line}: {exc}") from None
+        yield line, row
 
 
 def parse_bool(value: str, where: str) -> bool:
@@ -62,14 +76,7 @@ def load_items_csv(path: str | Path) -> list[Item]:
         def where(line: int, name: str) -> str:
             return f"{path}: line {line}, column {col[name] + 1} ({name})"
 
-        while True:
-            line = reader.line_num + 1  # where this record starts (records may span lines)
-            try:
-                row = next(reader)
-            except StopIteration:
-                break
-            except csv.Error as exc:
-                raise DataError(f"{path}: line {line}: {exc}") from None
+        for line, row in numbered_rows(reader, path):
             if not row or all(not cell.strip() for cell in row):
                 continue  # blank line
             if len(row) != len(header):

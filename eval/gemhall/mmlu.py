@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .data import DataError, Item
+from .data import DataError, Item, numbered_rows
 
 LETTERS = ("A", "B", "C", "D")
 SPLITS = ("test", "validation", "dev")
@@ -62,14 +62,7 @@ def load_local(split_dir: Path, split: str, subjects: Sequence[str]) -> list[Mcq
         with path.open(newline="", encoding="utf-8") as fh:
             reader = csv.reader(fh)
             index = 0
-            while True:
-                line = reader.line_num + 1
-                try:
-                    rec = next(reader)
-                except StopIteration:
-                    break
-                except csv.Error as exc:
-                    raise DataError(f"{path}: line {line}: {exc}") from None
+            for line, rec in numbered_rows(reader, path):
                 if not rec:
                     continue
                 if len(rec) != 6:
