@@ -37,8 +37,3 @@ def classification_metrics(y_true: Sequence[int], y_pred: Sequence[int], labels:
         out["per_source_accuracy"] = {g: {"accuracy": float(np.mean(h)), "n": len(h)} for g, h in sorted(hits.items())}
     return out
 
-
-def softmax(logits: np.ndarray, axis: int = -1) -> np.ndarray:
-    z = logits - logits.max(axis=axis, keepdims=True)
-    e = np.exp(z)
-    return e / e.sum(axis=axis, keepdims=True)
