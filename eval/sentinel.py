@@ -1,8 +1,9 @@
 """Re-score a saved Sentinel on a test set: `python -m eval.sentinel --model RUN_DIR [--data FILE|SOURCE ...]`.
 
---data takes JSONL files of {"text", "label", "source"} records, or prompt-dataset names from the data layer
-(read from --data-dir / $HALUGATE_DATA_DIR). Without --data the run's own held-out split (RUN_DIR/test.jsonl)
-is used. Writes the same metrics as training (accuracy, macro-F1, per-class, per-source, confusion matrix).
+--data takes JSONL files of {"text", "label", "source"} records (label: 0 / 1 or the label names
+NO_FACT_CHECK_NEEDED / FACT_CHECK_NEEDED, any case; anything else stops with exit 2 and one line naming the
+file, line and field), or prompt-dataset names from the data layer (read from --data-dir / $HALUGATE_DATA_DIR).
+Without --data the run's own held-out split (RUN_DIR/test.jsonl) is used. Writes the same metrics as training (accuracy, macro-F1, per-class, per-source, confusion matrix).
 """
 
 from __future__ import annotations
@@ -17,8 +18,39 @@ from inference.formatting import sentinel_text
 from inference.labels import SENTINEL_LABELS
 
 
+def parse_label(value, where: str) -> int:
+    """0 / 1 (int, or a string of one) or a label name (SENTINEL_LABELS, any case) -> class index."""
+    from training.data.base import DataError
+
+    if isinstance(value, int) and not isinstance(value, bool) and value in (0, 1):
+        return value
+    if isinstance(value, str):
+        key = value.strip()
+        if key in ("0", "1"):
+            return int(key)
+        names = [n.upper() for n in SENTINEL_LABELS]
+        if key.upper() in names:
+            return names.index(key.upper())
+    raise DataError(f"{where}: field 'label': {value!r} is not a Sentinel label (expected 0, 1, "
+                    f"{SENTINEL_LABELS[0]} or {SENTINEL_LABELS[1]})")
+
+
+def _numbered_jsonl(path: Path):
+    """(file line number, parsed JSON) per non-empty line; invalid JSON names the file and line."""
+    from training.data.base import DataError
+
+    with open(path, encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                yield lineno, json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise DataError(f"{path}:{lineno}: invalid JSON ({exc.msg})") from None
+
+
 def load_records(specs: list[str], data_dir: str | None) -> list[dict]:
-    from training.data.base import DataError, get_adapter, read_jsonl
+    from training.data.base import DataError, get_adapter
 
     records: list[dict] = []
     for spec in specs:
@@ -26,10 +58,15 @@ def load_records(specs: list[str], data_dir: str | None) -> list[dict]:
         if path.suffix == ".jsonl" or path.is_file():
             if not path.is_file():
                 raise DataError(f"{path}: file not found")
-            for i, r in enumerate(read_jsonl(path), 1):
+            for i, r in _numbered_jsonl(path):
+                if not isinstance(r, dict):
+                    raise DataError(f"{path}:{i}: expected a JSON object with fields text and label")
                 missing = [k for k in ("text", "label") if k not in r]
                 if missing:
                     raise DataError(f"{path}:{i}: record is missing {', '.join(missing)}")
+                if not isinstance(r["text"], str) or not r["text"].strip():
+                    raise DataError(f"{path}:{i}: field 'text': expected a non-empty string, got {r['text']!r}")
+                r["label"] = parse_label(r["label"], f"{path}:{i}")
                 r.setdefault("source", path.stem)
                 records.append(r)
         else:

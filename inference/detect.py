@@ -27,25 +27,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from inference import explain
 from inference.actions import apply_actions
-from inference.backends import ClassifierRunner, Features, load_runner
+from inference.backends import ClassifierRunner, load_runner
+from inference.calibration import sentinel_threshold
 from inference.config import ConfigError, apply_overrides, from_dict, to_dict
+from inference.detector_stage import Calibration, DetectorJob, DetectorScores, score_answers, scores_to_spans
 from inference.formatting import nli_pair, sentinel_text
 from inference.labels import DETECTOR_LABELS, EXPLAINER_LABELS, SENTINEL_LABELS
 from inference.messages import DetectInput, InputError, parse_input
-from inference.result import STAGES, Result, Span
+from inference.result import STAGES, Evidence, Result, Span
 from inference.settings import InferenceSettings, load_settings
-from inference.spans import SpecialTokens, answer_token_probs, token_probs_to_spans
+from inference.spans import SpecialTokens
 from inference.windowing import (
     InputTooLongError,
-    aggregate_windows,
     detector_windows,
     join_documents,
-    premise_windows,
-    rank_premises,
 )
 
 log = logging.getLogger("halugate.inference")
@@ -102,6 +99,13 @@ class HaluGate:
                 except RuntimeError as exc:
                     self.runners[stage] = None
                     self.load_errors[stage] = str(exc)
+        self.detector_calibration = Calibration()
+        if self.runners["detector"] is not None:
+            try:
+                self.detector_calibration = Calibration.from_model_dir(self.runners["detector"].model_dir)
+            except ValueError as exc:
+                self.runners["detector"] = None
+                self.load_errors["detector"] = str(exc)
         for stage, message in self.load_errors.items():
             log.warning("%s unavailable: %s", stage, message)
 
@@ -185,18 +189,8 @@ class HaluGate:
         # Context extraction: parse, validate, and window every input before any model runs, so that bad or
         # oversized input fails fast and loses nothing.
         t0 = time.perf_counter()
-        items = [_Item(parse_input(x, where(i)), Result()) for i, x in enumerate(raw)]
-        detector = self.runners["detector"]
-        max_length = self._detector_max_length()
-        for i, it in enumerate(items):
-            it.context = join_documents(it.data.context)
-            if detector is not None and it.context and it.data.answer.strip() and m.enabled:
-                it.windows = detector_windows(
-                    detector.tokenizer, it.context, it.data.question, it.data.answer, max_length=max_length,
-                    overlap=m.hallucination_model.window_overlap,
-                    max_context_tokens=m.hallucination_model.max_context_tokens,
-                    task_type=self._task_type(it.data), special_tokens=self._special(detector), where=where(i))
-                it.result.context_tokens = it.windows[0].context_tokens
+        items = self.prepare(raw, where) if m.enabled else [_Item(parse_input(x, where(i)), Result())
+                                                             for i, x in enumerate(raw)]
         timings["context"] = time.perf_counter() - t0
 
         active = []
@@ -247,8 +241,8 @@ class HaluGate:
 
     @staticmethod
     def _task_type(data: DetectInput) -> str:
-        # RAGTruth-style template: QA when there is a question, Summary-style otherwise.
-        return "QA" if data.question else "Summary"
+        # RAGTruth-style template: the caller's task type, else QA when there is a question, Summary otherwise.
+        return data.task_type or ("QA" if data.question else "Summary")
 
     def _stage_error(self, stage: str) -> str | None:
         if stage in self.load_errors:
@@ -274,13 +268,15 @@ class HaluGate:
         try:
             probs = runner.classify([sentinel_text(it.data.question) for it in asked])
             needed = _label_index(runner.labels, SENTINEL_LABELS[1], "sentinel", runner.model_dir)
+            # the config's threshold, else the model's calibrated one (sentinel.json), else 0.6
+            threshold = sentinel_threshold(m.fact_check_model.threshold, getattr(runner, "model_dir", None))
         except Exception as exc:  # noqa: BLE001 - a failing model is reported, never read as "not needed"
             for it in asked:
                 self._fail(it, "sentinel", f"run failed: {type(exc).__name__}: {exc}")
             return
         for it, p in zip(asked, probs):
             it.result.fact_check_confidence = float(p[needed])
-            it.result.fact_check_needed = bool(p[needed] >= m.fact_check_model.threshold)
+            it.result.fact_check_needed = bool(p[needed] >= threshold)
 
     def _decide(self, it: _Item) -> None:
         r = it.result
@@ -307,39 +303,49 @@ class HaluGate:
         if not items:
             return
         hm = self.settings.hallucination_mitigation.hallucination_model
-        runner = self.runners["detector"]
-        feats, owners = [], []
-        for k, it in enumerate(items):
-            for w in it.windows:
-                feats.append(Features(w.input_ids, w.token_type_ids))
-                owners.append(k)
+        for it in items:
             it.result.detector_windows = len(it.windows)
         try:
-            hallucinated = _label_index(runner.labels, DETECTOR_LABELS[1], "detector", runner.model_dir)
-            logits = runner.logits(feats)
+            scores = self.score_tokens(items)
         except Exception as exc:  # noqa: BLE001
             for it in items:
                 self._fail(it, "detector", f"run failed: {type(exc).__name__}: {exc}")
                 it.run_detector = False
             return
-        per_item: list[list[np.ndarray]] = [[] for _ in items]
-        pos = 0
-        for k, it in enumerate(items):
-            for w in it.windows:
-                per_item[k].append(answer_token_probs(logits[pos], w, hallucinated))
-                pos += 1
-        for k, it in enumerate(items):
-            answer = it.data.answer
-            offsets = it.windows[0].answer_offsets
-            probs = aggregate_windows(per_item[k], hm.window_aggregation) if offsets else np.zeros(0)
-            raw = token_probs_to_spans(answer, offsets, probs, threshold=hm.threshold,
-                                       min_span_chars=max(1, hm.min_span_length))
+        for it, sc in zip(items, scores):
+            raw = scores_to_spans(it.data.answer, sc, hm, self.detector_calibration)
+            it.result.hallucination_score = sc.score
             it.result.spans = [
                 Span(start=s["start"], end=s["end"], text=s["text"], confidence=s["confidence"],
                      severity=explain.UNEXPLAINED_SEVERITY,
                      explanation=explain.explanation(None, None, s["confidence"], "", "NLI not run"))
-                for s in raw if s["confidence"] >= hm.min_span_confidence]
+                for s in raw]
             it.result.hallucination_detected = bool(it.result.spans)
+
+    def score_tokens(self, items: list[_Item]) -> list[DetectorScores]:
+        """The Detector stage's token scores for prepared items (windows built): what eval.detector scores."""
+        runner = self.runners["detector"]
+        hallucinated = _label_index(runner.labels, DETECTOR_LABELS[1], "detector", runner.model_dir)
+        jobs = [DetectorJob(it.windows, it.data.answer, it.context, it.data.question, self._task_type(it.data))
+                for it in items]
+        return score_answers(runner, jobs, self.settings.hallucination_mitigation.hallucination_model,
+                             self.detector_calibration, hallucinated)
+
+    def prepare(self, raw: list, where=lambda i: f"inputs[{i}]") -> list[_Item]:
+        """Parse inputs and build their Detector windows exactly as detect_batch does (for evaluation)."""
+        m = self.settings.hallucination_mitigation
+        items = [_Item(parse_input(x, where(i)), Result()) for i, x in enumerate(raw)]
+        detector = self.runners["detector"]
+        for i, it in enumerate(items):
+            it.context = join_documents(it.data.context)
+            if detector is not None and it.context and it.data.answer.strip():
+                it.windows = detector_windows(
+                    detector.tokenizer, it.context, it.data.question, it.data.answer,
+                    max_length=self._detector_max_length(), overlap=m.hallucination_model.window_overlap,
+                    max_context_tokens=m.hallucination_model.max_context_tokens,
+                    task_type=self._task_type(it.data), special_tokens=self._special(detector), where=where(i))
+                it.result.context_tokens = it.windows[0].context_tokens
+        return items
 
     def _explainer(self, items: list[_Item]) -> None:
         m = self.settings.hallucination_mitigation
@@ -361,9 +367,8 @@ class HaluGate:
                         s.explanation = explain.explanation(None, None, s.confidence, "", "no Explainer configured")
             return
         nm = m.nli_model
-        pairs: list[tuple[str, str]] = []
-        jobs: list[tuple[int, str, int, int]] = []  # (item, hypothesis, first pair, pair count)
         hyp_of: list[list[str]] = []
+        candidates: dict[tuple[int, str], explain.PremiseSet] = {}  # (item, hypothesis) -> ranked premises
         for k, it in enumerate(wanted):
             answer = it.data.answer
             hyps = []
@@ -371,45 +376,60 @@ class HaluGate:
                 a, b = explain.widen(answer, s.start, s.end, nm.hypothesis)
                 hyps.append(answer[a:b] or s.text)
             hyp_of.append(hyps)
-            question = it.data.question or ""
             for hyp in dict.fromkeys(hyps):  # one NLI job per distinct hypothesis
-                windows = self._premises(runner, it.context, question, hyp)
-                jobs.append((k, hyp, len(pairs), len(windows)))
-                pairs.extend(nli_pair(w + ("\n" + question if question else ""), hyp) for w in windows)
+                candidates[(k, hyp)] = self._premises(runner, it.context, it.data.question or "", hyp)
+        # The latency budget: at most max_nli_pairs Explainer pairs per request (per item of a batch).
+        budget = {k: explain.fit_budget([ps for (j, _), ps in candidates.items() if j == k], nm.max_premise_windows,
+                                        nm.max_premise_sentences, nm.max_nli_pairs) for k in range(len(wanted))}
+        pairs: list[tuple[str, str]] = []
+        jobs: dict[tuple[int, str], tuple[list[explain.Premise], int]] = {}  # -> (premises read, first pair)
+        for (k, hyp), premise_set in candidates.items():
+            read = premise_set.pick(*budget[k])
+            question = wanted[k].data.question or ""
+            jobs[(k, hyp)] = (read, len(pairs))
+            pairs.extend(nli_pair(p.text + ("\n" + question if question else ""), hyp) for p in read)
         try:
             probs = runner.classify(pairs)
         except Exception as exc:  # noqa: BLE001
             for it in wanted:
                 self._fail(it, "explainer", f"run failed: {type(exc).__name__}: {exc}")
             return
-        verdicts = {(k, hyp): explain.combine_nli(probs[first:first + n], runner.labels)
-                    for k, hyp, first, n in jobs}
+        column = {name.lower(): i for i, name in enumerate(runner.labels)}
         hm = m.hallucination_model
         for k, it in enumerate(wanted):
             kept = []
             for s, hyp in zip(it.result.spans, hyp_of[k]):
-                label, conf = verdicts[(k, hyp)]
+                read, first = jobs[(k, hyp)]
+                p = probs[first:first + len(read)]
+                label, conf, decisive = explain.decide_nli(p, runner.labels)
+                s.premise_coverage = explain.coverage(it.context, read)
                 level = explain.severity(label, conf, entailment_threshold=hm.nli_entailment_threshold,
                                          low_confidence=nm.threshold, filter_entailed=hm.enable_nli_filtering)
                 if level is None:
                     continue
+                best = explain.pick_evidence(read, decisive, explain.span_words(it.data.answer, s.start, s.end))
+                ev = read[best]
+                s.evidence = Evidence(ev.text, ev.start, ev.end, ev.kind,
+                                      {lab: float(p[best][column[lab]]) for lab in EXPLAINER_LABELS})
                 s.nli_label, s.nli_confidence, s.severity = label, conf, level
-                s.explanation = explain.explanation(label, conf, s.confidence, hyp)
+                s.explanation = explain.explanation(label, conf, s.confidence, hyp, evidence=ev)
                 kept.append(s)
+            # True when, for some span, the Explainer read less than the whole context.
+            it.result.context_truncated_for_nli = any(s.premise_coverage < 1.0 for s in it.result.spans)
             it.result.spans = kept
             it.result.hallucination_detected = bool(kept)
 
-    def _premises(self, runner: ClassifierRunner, context: str, question: str, hypothesis: str) -> list[str]:
-        """Premise windows (context + question) that fit the Explainer with the hypothesis."""
+    def _premises(self, runner: ClassifierRunner, context: str, question: str,
+                  hypothesis: str) -> explain.PremiseSet:
+        """Candidate premises (windows and sentences of the context, with offsets; the question is appended to
+        each) that fit the Explainer with the hypothesis, ranked by the words they share with it."""
         from inference.spans import tokenize_segment
 
         tok = runner.tokenizer
+        nm = self.settings.hallucination_mitigation.nli_model
         fixed = len(tokenize_segment(tok, hypothesis)[0]) + len(tokenize_segment(tok, question)[0]) + 4
-        budget = runner.max_length - fixed
-        if budget < 16:
-            return [context]  # a hypothesis this long: encode() cuts the longest side to fit
-        windows = premise_windows(tok, context, budget)
-        return rank_premises(windows, hypothesis, self.settings.hallucination_mitigation.nli_model.max_premise_windows)
+        return explain.premise_candidates(tok, context, hypothesis, runner.max_length - fixed,
+                                          nm.max_premise_windows, nm.max_premise_sentences)
 
 
 # ---- module-level helpers ------------------------------------------------------------------------------------

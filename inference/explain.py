@@ -7,14 +7,26 @@ Severity (hallucination_model.nli_entailment_threshold = 0.75, nli_model.thresho
     entailment    -> dropped when confidence >= nli_entailment_threshold (and enable_nli_filtering), else 1
     NLI confidence under nli_model.threshold lowers the severity by one (never below 1: a kept span is a finding)
     no NLI (use_nli false, or no Explainer configured) -> 2, nli_label null
+
+Evidence: each explained span names the premise the Explainer judged it against. The candidates for one
+hypothesis are the `max_premise_windows` token windows of the context sharing the most content words with it
+(inference.windowing) plus the `max_premise_sentences` context sentences sharing the most (a sentence is the
+precise evidence a window holds somewhere). All are scored; the verdict combines them (combine_nli) and the
+evidence is the candidate as decisive as the verdict (within EVIDENCE_TIE): a sentence if one is, the one
+nearest the span's own words.
+`max_nli_pairs` caps the pairs scored per request (the latency budget): sentence candidates go first, then
+windows, down to one window per hypothesis.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
+
+from inference.windowing import _content_words, premise_windows, rank_premises
 
 SEVERITY = {"contradiction": 4, "neutral": 2, "entailment": 1}
 UNEXPLAINED_SEVERITY = 2
@@ -65,15 +77,160 @@ def combine_nli(probs: Sequence[np.ndarray], labels: Sequence[str]) -> tuple[str
     contradiction (most confident); else neutral, with the lowest neutral probability across windows (the
     claim must be unsupported by every window).
     """
+    label, conf, _ = decide_nli(probs, labels)
+    return label, conf
+
+
+EVIDENCE_TIE = 0.05  # candidates this close to the verdict's confidence are equally decisive
+
+
+def decide_nli(probs: Sequence[np.ndarray], labels: Sequence[str],
+               tie: float = EVIDENCE_TIE) -> tuple[str, float, list[int]]:
+    """combine_nli's verdict and confidence, plus the candidates that decide it: those with the verdict's label
+    whose probability is within `tie` of the confidence (for neutral: the least neutral ones)."""
     index = {name.lower(): i for i, name in enumerate(labels)}
     e, n, c = index["entailment"], index["neutral"], index["contradiction"]
     stacked = np.stack([np.asarray(p, dtype=float) for p in probs])
     winners = stacked.argmax(axis=1)
-    if (winners == e).any():
-        return "entailment", float(stacked[:, e].max())
-    if (winners == c).any():
-        return "contradiction", float(stacked[:, c].max())
-    return "neutral", float(stacked[:, n].min())
+    for label, col in (("entailment", e), ("contradiction", c)):
+        if (winners == col).any():
+            conf = float(stacked[winners == col, col].max())
+            return label, conf, [i for i in range(len(stacked))
+                                 if winners[i] == col and stacked[i, col] >= conf - tie]
+    conf = float(stacked[:, n].min())
+    return "neutral", conf, [i for i in range(len(stacked)) if stacked[i, n] <= conf + tie]
+
+
+# ---- premise candidates and evidence ------------------------------------------------------------------------
+
+@dataclass
+class Premise:
+    """A candidate premise: context[start:end], a token `window` or a `sentence`; `rank` = its place in the
+    overlap ranking of its kind (0 = most content words shared with the hypothesis)."""
+
+    text: str
+    start: int
+    end: int
+    kind: str
+    rank: int = 0
+
+
+@dataclass
+class PremiseSet:
+    """The ranked candidates of one hypothesis (before the budget trims them)."""
+
+    windows: list[Premise] = field(default_factory=list)
+    sentences: list[Premise] = field(default_factory=list)
+
+    def pick(self, k: int, m: int) -> list[Premise]:
+        """The k best windows (document order) and the m best sentences."""
+        best = sorted(self.windows, key=lambda w: w.rank)[:k]
+        return sorted(best, key=lambda w: w.start) + self.sentences[:m]
+
+
+def _locate(context: str, pieces: Sequence[str]) -> list[tuple[int, int]]:
+    """Offsets of consecutive character slices of `context` (premise_windows' windows, in document order)."""
+    out, pos = [], 0
+    for piece in pieces:
+        at = context.find(piece, pos)
+        if at < 0:
+            at = max(context.find(piece), 0)
+        out.append((at, at + len(piece)))
+        pos = at + 1
+    return out
+
+
+def context_sentences(context: str) -> list[tuple[int, int]]:
+    """[start, end) of each sentence of the context (whitespace trimmed, empty ones dropped)."""
+    bounds, s = [], 0
+    for m in _SENTENCE_END.finditer(context):
+        bounds.append((s, m.end()))
+        s = m.end()
+    bounds.append((s, len(context)))
+    out = []
+    for a, b in bounds:
+        while a < b and context[a].isspace():
+            a += 1
+        while b > a and context[b - 1].isspace():
+            b -= 1
+        if b > a:
+            out.append((a, b))
+    return out
+
+
+def premise_candidates(tokenizer, context: str, hypothesis: str, budget: int, max_windows: int,
+                       max_sentences: int) -> PremiseSet:
+    """Windows (premise_windows of `budget` tokens; the `max_windows` sharing the most content words with the
+    hypothesis) and sentences (the `max_sentences` sharing the most, at least one word, not already a whole
+    window), each with its offsets in the context and its overlap rank."""
+    if budget < 16:  # a hypothesis this long: encode() cuts the longest side to fit
+        return PremiseSet(windows=[Premise(context, 0, len(context), "window")])
+    all_windows = premise_windows(tokenizer, context, budget)
+    located = _locate(context, all_windows)
+    chosen = rank_premises(all_windows, hypothesis, max_windows)  # in document order
+    windows, j = [], 0
+    for i, w in enumerate(all_windows):
+        if j < len(chosen) and w == chosen[j]:
+            windows.append(Premise(w, *located[i], "window"))
+            j += 1
+    target = _content_words(hypothesis)
+    order = sorted(range(len(windows)), key=lambda i: (-len(target & _content_words(windows[i].text)), i))
+    for r, i in enumerate(order):
+        windows[i].rank = r
+    texts = {" ".join(w.text.split()) for w in windows}
+    sentences = []
+    if max_sentences > 0:
+        scored = []
+        for a, b in context_sentences(context):
+            text = context[a:b]
+            shared = len(target & _content_words(text))
+            if shared and " ".join(text.split()) not in texts:
+                scored.append((-shared, a, b, text))
+        for r, (_, a, b, text) in enumerate(sorted(scored)[:max_sentences]):
+            sentences.append(Premise(text, a, b, "sentence", r))
+    return PremiseSet(windows, sentences)
+
+
+def fit_budget(sets: Sequence[PremiseSet], max_windows: int, max_sentences: int,
+               max_pairs: int) -> tuple[int, int]:
+    """The (windows, sentences) per hypothesis that keep the pairs scored within `max_pairs`: sentences are
+    dropped first, then windows, never below one window per hypothesis."""
+    def total(k: int, m: int) -> int:
+        return sum(len(s.pick(k, m)) for s in sets)
+    for m in range(max_sentences, -1, -1):
+        if total(max_windows, m) <= max_pairs:
+            return max_windows, m
+    for k in range(max_windows - 1, 0, -1):
+        if total(k, 0) <= max_pairs:
+            return k, 0
+    return 1, 0
+
+
+def coverage(context: str, premises: Sequence[Premise]) -> float:
+    """Share of the context's non-space characters inside the premises read."""
+    visible = np.array([not ch.isspace() for ch in context], dtype=bool)
+    if not visible.any():
+        return 1.0
+    read = np.zeros(len(context), dtype=bool)
+    for p in premises:
+        read[p.start:p.end] = True
+    return float((read & visible).sum() / visible.sum())
+
+
+def span_words(answer: str, start: int, end: int, around: int = 3) -> set[str]:
+    """Content words of the span and of `around` words either side: what its evidence should be about."""
+    left = answer[:start].split()[-around:] if around else []
+    right = answer[end:].split()[:around] if around else []
+    return _content_words(" ".join([*left, answer[start:end], *right]))
+
+
+def pick_evidence(candidates: Sequence[Premise], decisive: Sequence[int], near: set[str]) -> int:
+    """Among the equally decisive candidates: a sentence before a window (it is the precise evidence, and a
+    window holds every word of its sentences); then the one sharing most words with the span's neighbourhood;
+    then the overlap rank, then document order."""
+    return min(decisive, key=lambda i: (candidates[i].kind != "sentence",
+                                        -len(near & _content_words(candidates[i].text)), candidates[i].rank,
+                                        candidates[i].start))
 
 
 def severity(label: str | None, confidence: float | None, *, entailment_threshold: float,
@@ -90,13 +247,22 @@ def severity(label: str | None, confidence: float | None, *, entailment_threshol
 
 
 def explanation(label: str | None, confidence: float | None, detector_confidence: float, hypothesis: str,
-                reason: str = "") -> str:
+                reason: str = "", evidence: Premise | None = None) -> str:
+    """The finding in words; with `evidence`, the context passage it was judged against and where it is."""
+    where = ""
+    if evidence is not None:
+        quoted = " ".join(evidence.text.split())
+        if len(quoted) > 300:
+            quoted = quoted[:297] + "..."
+        verb = {"contradiction": "contradicted by", "entailment": "supported by"}.get(
+            label or "", "closest context passage read")
+        where = f"; {verb} context [{evidence.start}:{evidence.end}]: \"{quoted}\""
     if label == "contradiction":
-        return f"Contradicted by the context (NLI contradiction {confidence:.2f}): \"{hypothesis}\""
+        return f"Contradicted by the context (NLI contradiction {confidence:.2f}): \"{hypothesis}\"{where}"
     if label == "neutral":
         return (f"Not supported by the context, which neither states nor implies it: possible fabrication "
-                f"(NLI neutral {confidence:.2f}): \"{hypothesis}\"")
+                f"(NLI neutral {confidence:.2f}): \"{hypothesis}\"{where}")
     if label == "entailment":
         return (f"Flagged by the Detector ({detector_confidence:.2f}) but the context seems to support it "
-                f"(NLI entailment {confidence:.2f}, under the drop threshold): \"{hypothesis}\"")
+                f"(NLI entailment {confidence:.2f}, under the drop threshold): \"{hypothesis}\"{where}")
     return f"Flagged by the Detector ({detector_confidence:.2f}); not explained ({reason or 'NLI off'})"

@@ -34,6 +34,7 @@ class DetectInput:
     answer: str
     context: list[str] = field(default_factory=list)
     question: str | None = None
+    task_type: str | None = None  # QA / Summary / Data2txt (the Detector's template); None: inferred
 
     @property
     def has_context(self) -> bool:
@@ -147,7 +148,8 @@ def from_messages(messages: Any, documents: Any = None, where: str = "messages")
     return DetectInput(answer=answer, context=[c for c in context if c.strip()], question=question)
 
 
-def from_fields(context: Any = None, question: Any = None, answer: Any = None, where: str = "") -> DetectInput:
+def from_fields(context: Any = None, question: Any = None, answer: Any = None, where: str = "",
+                task_type: Any = None) -> DetectInput:
     """Explicit inputs: context (a string or a list of strings), question (optional), answer (required)."""
     prefix = f"{where}." if where else ""
     if answer is None:
@@ -168,8 +170,15 @@ def from_fields(context: Any = None, question: Any = None, answer: Any = None, w
             docs.append(doc)
     else:
         raise InputError(f"{prefix}context: expected a string or a list of strings, got {type(context).__name__}")
+    task = None
+    if task_type is not None:
+        from inference.spans import TASK_TYPES, normalize_task_type
+
+        task = normalize_task_type(task_type) if isinstance(task_type, str) else None
+        if task is None:
+            raise InputError(f"{prefix}task_type: expected one of {', '.join(TASK_TYPES)}, got {task_type!r}")
     return DetectInput(answer=answer, context=[d for d in docs if d.strip()],
-                       question=question if question and question.strip() else None)
+                       question=question if question and question.strip() else None, task_type=task)
 
 
 def parse_input(item: Any, where: str = "input") -> DetectInput:
@@ -180,7 +189,7 @@ def parse_input(item: Any, where: str = "input") -> DetectInput:
     if not isinstance(item, dict):
         raise InputError(f"{where or 'input'}: expected an object with messages or context/question/answer, "
                          f"got {type(item).__name__}")
-    allowed = {"messages", "documents", "context", "question", "answer", "id"}
+    allowed = {"messages", "documents", "context", "question", "answer", "task_type", "id"}
     unknown = sorted(set(item) - allowed)
     if unknown:
         raise InputError(f"{pre}{unknown[0]}: unknown field (known: {', '.join(sorted(allowed))})")
@@ -191,4 +200,4 @@ def parse_input(item: Any, where: str = "input") -> DetectInput:
         return from_messages(item["messages"], item.get("documents"), f"{pre}messages")
     if item.get("documents") is not None:
         raise InputError(f"{pre}documents: only used with messages; pass context=[...] instead")
-    return from_fields(item.get("context"), item.get("question"), item.get("answer"), where)
+    return from_fields(item.get("context"), item.get("question"), item.get("answer"), where, item.get("task_type"))

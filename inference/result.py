@@ -8,9 +8,17 @@ JSON (`Result.to_dict()` / `to_json()`), keys always present and in this order:
     fact_check_needed       true | false | null (null: Sentinel unavailable)
     fact_check_confidence   float | null (probability of FACT_CHECK_NEEDED; null: no Sentinel ran)
     hallucination_detected  true | false | null (null: not checked or unknown; never false without a check)
+    hallucination_score     float | null (the Detector's highest token probability over the answer: a ranking
+                            score for the whole answer; null when the Detector did not run)
     unverified_factual      true | false (fact-seeking request without context to verify against)
     max_severity            int 0-4 (0: no span)
-    spans                   [{start, end, text, confidence, nli_label, nli_confidence, severity, explanation}]
+    spans                   [{start, end, text, confidence, nli_label, nli_confidence, severity, explanation,
+                              evidence, premise_coverage}]
+                            evidence: null (NLI not run) or {text, start, end, kind, probabilities}: the context
+                              passage the Explainer judged the span against (context[start:end]; kind "sentence"
+                              or "window") and its NLI probabilities {entailment, neutral, contradiction}
+                            premise_coverage: null or the share of the context (non-space characters) inside the
+                              premises the Explainer read for this span (1.0: all of it)
     action                  "none" | "header" | "body" | "block" (what was applied)
     blocked                 true | false (the answer is withheld)
     answer                  string | null (what to return: the answer, with a warning for `body`; null if blocked)
@@ -21,6 +29,8 @@ JSON (`Result.to_dict()` / `to_json()`), keys always present and in this order:
     context_tokens          int (Detector tokens of the context; 0 when not run)
     detector_windows        int (windows the Detector ran on; 0 when not run)
     timings_ms              {sentinel, context, detector, explainer, total} floats
+    context_truncated_for_nli  true | false | null (null: the Explainer did not run; true: for some span the
+                            context was longer than the premises read, see spans[].premise_coverage)
 """
 
 from __future__ import annotations
@@ -59,6 +69,21 @@ def _r(x: float | None, digits: int = 4) -> float | None:
 
 
 @dataclass
+class Evidence:
+    """The context passage a span was judged against: context[start:end], and the Explainer's probabilities."""
+
+    text: str
+    start: int
+    end: int
+    kind: str  # "sentence" | "window"
+    probabilities: dict[str, float] = field(default_factory=dict)  # entailment, neutral, contradiction
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"text": str(self.text), "start": int(self.start), "end": int(self.end), "kind": str(self.kind),
+                "probabilities": {k: _r(v) for k, v in self.probabilities.items()}}
+
+
+@dataclass
 class Span:
     start: int
     end: int
@@ -68,6 +93,8 @@ class Span:
     nli_confidence: float | None = None
     severity: int = 0
     explanation: str = ""
+    evidence: Evidence | None = None
+    premise_coverage: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -75,6 +102,8 @@ class Span:
             "confidence": _r(self.confidence), "nli_label": self.nli_label,
             "nli_confidence": _r(self.nli_confidence), "severity": int(self.severity),
             "explanation": str(self.explanation),
+            "evidence": self.evidence.to_dict() if self.evidence is not None else None,
+            "premise_coverage": _r(self.premise_coverage),
         }
 
 
@@ -85,6 +114,7 @@ class Result:
     fact_check_needed: bool | None = None
     fact_check_confidence: float | None = None
     hallucination_detected: bool | None = None
+    hallucination_score: float | None = None
     unverified_factual: bool = False
     spans: list[Span] = field(default_factory=list)
     action: str = "none"
@@ -97,6 +127,7 @@ class Result:
     context_tokens: int = 0
     detector_windows: int = 0
     timings_ms: dict[str, float] = field(default_factory=lambda: {s: 0.0 for s in STAGES})
+    context_truncated_for_nli: bool | None = None
 
     @property
     def max_severity(self) -> int:
@@ -114,6 +145,7 @@ class Result:
             "fact_check_needed": self.fact_check_needed,
             "fact_check_confidence": _r(self.fact_check_confidence),
             "hallucination_detected": self.hallucination_detected,
+            "hallucination_score": _r(self.hallucination_score),
             "unverified_factual": bool(self.unverified_factual),
             "max_severity": int(self.max_severity),
             "spans": [s.to_dict() for s in self.spans],
@@ -127,6 +159,7 @@ class Result:
             "context_tokens": int(self.context_tokens),
             "detector_windows": int(self.detector_windows),
             "timings_ms": {s: _r(self.timings_ms.get(s, 0.0), 3) for s in STAGES},
+            "context_truncated_for_nli": self.context_truncated_for_nli,
         }
 
     def to_json(self, indent: int | None = 2) -> str:

@@ -5,10 +5,11 @@
       backend: onnx                      # onnx | torch
       precision: fp32                    # fp32 | int8 (ONNX file picked in each export dir)
       fail_mode: open                    # open: pass the answer when a model is unavailable; closed: withhold it
-      fact_check_model:    {model_id, threshold: 0.6, use_cpu: true}
+      fact_check_model:    {model_id, threshold: (unset: the model's calibrated one, else 0.6), use_cpu}
       hallucination_model: {model_id, threshold: 0.8, use_cpu: true, min_span_length, min_span_confidence,
                             enable_nli_filtering, nli_entailment_threshold, window_overlap, max_context_tokens}
-      nli_model:           {model_id, threshold: 0.7, use_cpu: true, hypothesis: sentence, max_premise_windows}
+      nli_model:           {model_id, threshold: 0.7, use_cpu: true, hypothesis: sentence, max_premise_windows,
+                            max_premise_sentences, max_nli_pairs}
     decisions:                           # seed: config.yaml decisions with rules and the hallucination plugin
       - name: fact_check
         priority: 100
@@ -58,20 +59,30 @@ class ModelSettings:
 
 @dataclass
 class SentinelSettings(ModelSettings):
-    threshold: float = 0.6
+    # None: the model's calibrated threshold (sentinel.json in its dir, see inference.calibration), else 0.6
+    threshold: float | None = None
+
+    def validate(self) -> None:
+        if self.threshold is not None:
+            _unit("threshold", self.threshold)
+        if self.batch_size < 1:
+            raise ValueError(f"batch_size: must be >= 1, got {self.batch_size}")
 
 
 @dataclass
 class DetectorSettings(ModelSettings):
     threshold: float = 0.8                 # token probability of HALLUCINATED to flag a token
     min_span_length: int = 2               # characters; shorter merged spans are dropped
-    min_span_confidence: float = 0.6       # spans whose max token probability is below are dropped
+    min_span_confidence: float = 0.6       # spans whose mean token probability is below are dropped (never
+                                           # above the threshold in effect)
     enable_nli_filtering: bool = True      # entailed spans with confidence >= nli_entailment_threshold dropped
     nli_entailment_threshold: float = 0.75
     max_length: int = 0                    # tokens per window; 0 = the model's position limit
     window_overlap: int = 128              # context tokens shared by consecutive windows
     window_aggregation: Literal["max", "min"] = "max"  # per answer token across windows
     max_context_tokens: int = 16384        # hard limit: longer contexts are refused with an error
+    use_model_calibration: bool = True     # the model's detector.json (threshold, aggregation, grounding
+                                           # combiner, fitted on held-out data) overrides threshold/aggregation
 
     def validate(self) -> None:
         super().validate()
@@ -88,11 +99,18 @@ class ExplainerSettings(ModelSettings):
     threshold: float = 0.7                 # NLI confidence under this lowers a span's severity by one
     hypothesis: Literal["sentence", "clause", "span"] = "sentence"  # how far a span is widened for NLI
     max_premise_windows: int = 4           # long contexts: the premise windows most similar to the hypothesis
+    max_premise_sentences: int = 2         # + the context sentences most similar to it (precise evidence); 0: off
+    max_nli_pairs: int = 64                # latency budget: Explainer pairs scored per request (sentences are
+                                           # dropped first, then windows, down to one window per hypothesis)
 
     def validate(self) -> None:
         super().validate()
         if self.max_premise_windows < 1:
             raise ValueError(f"max_premise_windows: must be >= 1, got {self.max_premise_windows}")
+        if self.max_premise_sentences < 0:
+            raise ValueError(f"max_premise_sentences: must be >= 0, got {self.max_premise_sentences}")
+        if self.max_nli_pairs < 1:
+            raise ValueError(f"max_nli_pairs: must be >= 1, got {self.max_nli_pairs}")
 
 
 @dataclass
@@ -207,6 +225,7 @@ def default_decisions() -> list[Decision]:
 class InferenceSettings:
     hallucination_mitigation: MitigationSettings = field(default_factory=MitigationSettings)
     decisions: list[Decision] = field(default_factory=default_decisions)
+    serve: dict[str, Any] = field(default_factory=dict)  # inference.serve's section, validated there
 
     def ordered_decisions(self) -> list[Decision]:
         """Highest priority first; equal priorities keep file order."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import json
+import zipfile
 from pathlib import Path
 
 PAIRS3 = [  # (premise, hypothesis, label) in the three-way vocabulary
@@ -155,4 +156,77 @@ def write_nli_data(root: Path) -> Path:
                         ["Rome is in Italy.", "where?", "Rome is old.", "entailmentt,uncooperative", "x"],
                         ["Rome is in Italy.", "where?", "Rome has 9 hills.", "hallucinated", "x"]]
                        if (model, s) == ("GPT2", "wow") else [])
+    write_new_nli_sources(root)
     return root
+
+
+def _jsonl(rows: list[dict]) -> str:
+    return "".join(json.dumps(r) + "\n" for r in rows)
+
+
+def write_task_zip(root: Path, task: str, train: list[tuple], val: list[tuple] | None = None,
+                   junk: bool = True) -> Path:
+    """<root>/curriculum_nli/<task>.zip laid out as the real zips, macOS debris included."""
+    path = root / "curriculum_nli" / f"{task}.zip"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    rows = {split: [{"premise": p, "hypothesis": h, "gold_label": lab, "idx": i} for i, (p, h, lab) in enumerate(r)]
+            for split, r in (("train", train), ("val", val or train[:1]))}
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr(f"{task}/", "")
+        for split, r in rows.items():
+            zf.writestr(f"{task}/{split}.jsonl", _jsonl(r))
+            if junk:  # AppleDouble copies: binary, and named like the real files
+                zf.writestr(f"__MACOSX/{task}/._{split}.jsonl", b"\x00\x05\x16\x07\x00\x02\x00\x00Mac OS X")
+        if junk:
+            zf.writestr(f"__MACOSX/._{task}", b"\x00\x05\x16\x07")
+            zf.writestr(f"{task}/.DS_Store", b"\x00\x00\x00\x01Bud1")
+            zf.writestr(f"{task}/._train.jsonl", b"\x00\x05\x16\x07")
+    return path
+
+
+def write_new_nli_sources(root: Path) -> Path:
+    """Curriculum zips (every task: a few rows in its own label vocabulary; boolean, logiqa and
+    monotonicity_infer with the rows the tests read), CAD and WiCE files in their real formats."""
+    from training.data.curriculum import THREE_WAY_TASKS, TWO_WAY_TASKS
+
+    for task in THREE_WAY_TASKS:
+        write_task_zip(root, task, [("Ann sings.", "Ann makes sound.", "entailment"),
+                                    ("Ann sings.", "Ann sings well.", "neutral"),
+                                    ("Ann sings.", "Ann is silent.", "contradiction")])
+    for task in TWO_WAY_TASKS:
+        write_task_zip(root, task, [("Bo runs.", "Bo moves.", "entailed"), ("Bo runs.", "Bo sits.", "not-entailed")])
+    write_task_zip(root, "boolean", [("Ann and Bo only visited Peru.", "Bo visited Peru.", "entailment"),
+                                     ("Ann and Bo only visited Peru.", "Cy visited Peru.", "neutral"),
+                                     ("Ann and Bo only visited Peru.", "Bo didn't visit Peru.", "contradiction")])
+    write_task_zip(root, "logiqa", [("All cats purr. Tom is a cat.", "Tom purrs.", "entailed"),
+                                    ("All cats purr. Tom is a cat.", "Tom barks.", "not-entailed")])
+    # monotonicity_infer: three-way names in train, two-way in val (which is mostly MED: never read).
+    write_task_zip(root, "monotonicity_infer",
+                   [("Some dogs ran fast.", "Some animals ran fast.", "entailment"),
+                    ("Some dogs ran fast.", "Some poodles ran fast.", "neutral"),
+                    ("No delegate finished the report on time.", "No delegate finished the report.", "neutral")],
+                   val=[("An Irishman won the prize.", "An Irishman won a prize.", "entailed")])
+    cad = root / "cad_snli_counterfactual"
+    orig = ("A boy rides a red bike.", "A child is on a bike.", "entailment")
+    for variant, rows in (("original", [orig]),
+                          ("revised_premise", [("A boy stands near a red bike.", orig[1], "neutral"),
+                                               ("A boy sleeps in his bed.", orig[1], "contradiction")]),
+                          ("revised_hypothesis", [(orig[0], "A child is racing.", "neutral"),
+                                                  # = an SNLI test pair of the fixture: must be removed
+                                                  (PAIRS3[8][0], PAIRS3[8][1], "contradiction")])):
+        (cad / variant).mkdir(parents=True, exist_ok=True)
+        (cad / variant / "train.tsv").write_text(
+            "sentence1\tsentence2\tgold_label\n" + "".join(f"{p}\t{h}\t{lab}\n" for p, h, lab in rows))
+    wice = root / "wice/entailment_retrieval_claim"
+    wice.mkdir(parents=True, exist_ok=True)
+    evidence = ["(meta data) TITLE: The tower", "The tower was built 1887-1889.", "It is 330 meters tall."]
+    for split in ("dev", "test"):
+        rows = [{"label": "supported", "claim": "The tower is 330 meters tall.", "evidence": evidence,
+                 "supporting_sentences": [[2]], "meta": {"id": f"{split}1"}},
+                {"label": "partially_supported", "claim": "The tower, built in 1889, is 500 meters tall.",
+                 "evidence": evidence, "supporting_sentences": [[1]], "meta": {"id": f"{split}2"}},
+                {"label": "not_supported", "claim": "The tower is painted blue.", "evidence": evidence,
+                 "supporting_sentences": [], "meta": {"id": f"{split}3"}}]
+        (wice / f"{split}.jsonl").write_text(_jsonl(rows))
+    return root
+

@@ -330,10 +330,11 @@ def test_combine_nli_over_premise_windows():
 # ---- JSON and headers ----------------------------------------------------------------------------------------
 
 EXPECTED_KEYS = ["schema", "status", "reason", "fact_check_needed", "fact_check_confidence",
-                 "hallucination_detected", "unverified_factual", "max_severity", "spans", "action", "blocked",
+                 "hallucination_detected", "hallucination_score", "unverified_factual", "max_severity", "spans", "action", "blocked",
                  "answer", "warning", "headers", "decision", "errors", "context_tokens", "detector_windows",
-                 "timings_ms"]
-SPAN_KEYS = ["start", "end", "text", "confidence", "nli_label", "nli_confidence", "severity", "explanation"]
+                 "timings_ms", "context_truncated_for_nli"]
+SPAN_KEYS = ["start", "end", "text", "confidence", "nli_label", "nli_confidence", "severity", "explanation",
+             "evidence", "premise_coverage"]
 
 
 def test_json_is_stable_in_keys_order_and_types(make_gate):

@@ -3,8 +3,11 @@
 import numpy as np
 import pytest
 
-from eval.detector import baseline_items, lexical_spans, score, sweep, whole_answer_span
-from eval.span_metrics import Scored, detection_metrics, example_level, span_level, token_level
+from eval.detector import baseline_items, grounding_rule_spans, lexical_spans, whole_answer_span
+from inference.detector_stage import DetectorScores
+from inference.settings import DetectorSettings
+from training.detector_scoring import Prediction, scored_items
+from training.span_metrics import Scored, detection_metrics, example_level, span_level, token_level
 
 
 def _sp(a, b):
@@ -60,29 +63,37 @@ def _record(answer, spans, context="The tower in Paris is 330 metres tall.", que
             "task_type": task}
 
 
+def _pred(offsets, probs, windows=1):
+    return Prediction(DetectorScores(offsets, np.asarray(probs), np.asarray(probs), windows=windows), [])
+
+
 def test_reference_baselines():
     rec = _record("The tower is 500 metres tall and painted gold.", [_sp(13, 23)])
-    assert [s["text"] for s in lexical_spans(rec)] == ["500", "painted gold"]
+    assert [s["text"] for s in lexical_spans(rec)] == ["500 metres", "painted gold"]
+    assert [s["text"] for s in grounding_rule_spans(rec)] == ["500 metres"]
     assert whole_answer_span("  Some answer. ") == [{"start": 2, "end": 14, "text": "Some answer."}]
     assert whole_answer_span("   ") == []
     # questions count as known text for the lexical baseline
     assert lexical_spans(_record("It is gold.", [], context="x", question="Is it gold?")) == []
     offsets = [(0, 3), (4, 9), (10, 12), (13, 16), (17, 23), (24, 28), (29, 32), (33, 40), (41, 45), (45, 46)]
-    preds = [(offsets, np.zeros(len(offsets)), 1)]
+    preds = [_pred(offsets, np.zeros(len(offsets)))]
     everything = baseline_items([rec], preds, "flag_everything")[0]
     assert everything.pred_tokens == [1] * 10 and everything.pred_spans[0]["end"] == len(rec["answer"])
     lex = baseline_items([rec], preds, "lexical")[0]
-    assert lex.pred_tokens == [0, 0, 0, 1, 0, 0, 0, 1, 1, 0] and lex.gold_tokens == [0, 0, 0, 1, 1, 0, 0, 0, 0, 0]
+    assert lex.pred_tokens == [0, 0, 0, 1, 1, 0, 0, 1, 1, 0] and lex.gold_tokens == [0, 0, 0, 1, 1, 0, 0, 0, 0, 0]
 
 
-def test_score_applies_the_threshold_and_skips_unscored():
+def test_scored_items_apply_the_threshold_and_skip_unscored():
     rec = _record("The tower is 500 metres tall.", [_sp(13, 23)])
     offsets = [(0, 3), (4, 9), (10, 12), (13, 16), (17, 23), (24, 28), (28, 29)]
     probs = np.array([0.1, 0.1, 0.2, 0.9, 0.6, 0.3, 0.1])
-    items, preds = score([rec, rec], [(offsets, probs, 2), None], threshold=0.5)
-    assert len(items) == 1 and preds[0]["pred_spans"][0]["text"] == "500 metres" and preds[0]["windows"] == 2
+    settings = DetectorSettings(min_span_length=1, min_span_confidence=0.0)
+    preds = [_pred(offsets, probs, 2), Prediction(None, [], "too long")]
+    items = scored_items([rec, rec], preds, threshold=0.5, settings=settings)
+    assert len(items) == 1 and items[0].pred_spans[0]["text"] == "500 metres"
     m = detection_metrics(items)
     assert m["span"]["overall"]["f1"] == 1.0 and m["token"]["overall"]["f1"] == 1.0
-    rows = sweep([rec], [(offsets, probs, 1)], thresholds=[0.5, 0.7, 0.95])
-    assert [r["token_recall"] for r in rows] == [1.0, 0.5, 0.0]
-    assert rows[2]["example_f1"] == 0.0 and rows[0]["example_f1"] == 1.0
+    recall = [token_level(scored_items([rec], preds[:1], threshold=t, settings=settings))["recall"]
+              for t in (0.5, 0.7, 0.95)]
+    assert recall == [1.0, 0.5, 0.0]
+    assert example_level(scored_items([rec], preds[:1], threshold=0.95, settings=settings))["f1"] == 0.0

@@ -154,3 +154,16 @@ def test_eval_cli_errors_are_one_line(tiny_run, tmp_path, capsys):
     assert ev.cli(["--model", str(run), "--out", str(tmp_path), "--sets", "snli_test", "--limit",
                    "rte_dev=3"]) == 2
     assert "'rte_dev' is not among the sets being scored" in capsys.readouterr().err
+
+
+def test_sets_the_run_trained_on_are_skipped_and_sentences_join_the_windows(tmp_path, minilm_dir):
+    from training.models import load_tokenizer
+
+    (tmp_path / "metrics.json").write_text('{"data": {"trained_on_eval_sets": ["mnli_dev_mismatched"]}}')
+    assert ev.trained_eval_sets(str(tmp_path)) == ["mnli_dev_mismatched"]
+    assert ev.trained_eval_sets(str(tmp_path / "missing")) == []
+    tok = load_tokenizer(minilm_dir)
+    long_doc = "The call was long and covered many topics. " * 40 + "Costs were flat."
+    both = ev.grounding_windows(tok, long_doc, "Costs were flat.", 64, 2, max_sentences=1)
+    assert both[-1] == "Costs were flat." and len(both) == 3
+

@@ -55,7 +55,7 @@ def _run(tmp_path, model_dir, extra=()):
                   "eval_every": "steps", "eval_steps": 2, "device": "cpu", "group_by_length": False},
         "data": {"split": {"dev": 0.2, "test": 0.2},
                  "sources": [{"name": "snli_dev"}, {"name": "sick"}, {"name": "taxinli"}, {"name": "joci"},
-                             {"name": "rte"}, {"name": "med"}, {"name": "begin"}]},
+                             {"name": "rte"}, {"name": "add_one_rte"}, {"name": "begin"}]},
     }
     path = tmp_path / "explainer.yaml"
     path.write_text(yaml.safe_dump(cfg))

@@ -116,17 +116,46 @@ def test_project_onnx_backend_loads_export(bert_seq_run, tmp_path):
     assert backends.load_runner(out, task="sequence", precision="int8").onnx_path.name == INT8_FILE
 
 
-def test_int8_below_floor_fails_and_leaves_out_untouched(bert_seq_run, tmp_path, capsys):
+def test_int8_below_floor_is_refused_but_the_fp32_export_is_written(bert_seq_run, tmp_path, capsys):
     out = tmp_path / "export"
     rc = main(["--model", str(bert_seq_run), "--out", str(out), "--quantize", "int8",
                "--agreement-floor", "1.01"])  # agreement can never reach 1.01
+    assert rc == 0
+    err = capsys.readouterr().err
+    assert "warning: int8 refused" in err and "below the floor 1.01" in err and "--require-int8" in err
+    assert (out / FP32_FILE).is_file() and not (out / INT8_FILE).exists()
+    report = json.loads((out / REPORT_FILE).read_text())
+    assert report["status"] == "int8_refused" and report["int8_status"] == "refused" and report["passed"] is True
+    assert list(report["parity"]) == ["fp32"] and report["parity"]["fp32"]["passed"] is True
+    assert report["files"] == {"fp32": FP32_FILE}
+    refused = report["refused"]["int8"]
+    assert refused["passed"] is False and refused["status"] == "refused" and 0 <= refused["label_agreement"] <= 1
+    assert refused["threshold"] == "label_agreement >= 1.01" and refused["size_mb"] > 0
+    assert (tmp_path / "export.failed" / INT8_FILE).is_file()  # the rejected file, kept for inspection
+    assert json.loads((tmp_path / "export.failed" / REPORT_FILE).read_text())["int8_status"] == "refused"
+    # The runtime loads the fp32 export.
+    from inference import backends
+
+    assert backends.load_runner(out, task="sequence").onnx_path.name == FP32_FILE
+
+
+def test_require_int8_exits_1_after_writing_fp32(bert_seq_run, tmp_path, capsys):
+    out = tmp_path / "export"
+    rc = main(["--model", str(bert_seq_run), "--out", str(out), "--quantize", "int8", "--require-int8",
+               "--agreement-floor", "1.01"])
     assert rc == 1
     err = capsys.readouterr().err
-    assert "int8" in err and "label_agreement" in err and "export.failed" in err
-    assert not out.exists()
-    failed = json.loads((tmp_path / "export.failed" / REPORT_FILE).read_text())
-    assert failed["status"] == "failed" and failed["parity"]["int8"]["passed"] is False
-    assert failed["parity"]["fp32"]["passed"] is True
+    assert "error: int8 refused" in err and f"written to {out}" in err
+    assert (out / FP32_FILE).is_file() and not (out / INT8_FILE).exists()
+    assert json.loads((out / REPORT_FILE).read_text())["int8_status"] == "refused"
+    assert main(["--model", str(bert_seq_run), "--out", str(tmp_path / "x"), "--require-int8"]) == 1
+    assert "--require-int8 needs --quantize int8" in capsys.readouterr().err
+
+
+def test_int8_status_when_shipped(bert_seq_run, tmp_path):
+    report = export(bert_seq_run, tmp_path / "e", quantize="int8", agreement_floor=0.0)
+    assert report["int8_status"] == "shipped" and report["status"] == "ok" and "refused" not in report
+    assert export(bert_seq_run, tmp_path / "f")["int8_status"] == "not_requested"
 
 
 def test_corrupted_onnx_weight_is_detected(bert_seq_run, tmp_path, capsys):

@@ -16,7 +16,9 @@ EXPECTED = {  # rows after dropping '-' / unusable labels; see the PROVENANCE.md
     "sick": 4439 + 495, "sick_test": 4906, "taxinli": 10071, "snli_dev": 10000 - 158,
     "rte": 2490, "rte_dev": 277, "scitail": 2126, "med": 5382, "cb": 306, "fracas": 346, "joci": 8412 + 939,
     "mpe": 10000, "add_one_rte": 4991 + 387, "summedits": 986, "summedits_test": 3695, "begin": 1229,
-    "begin_test": 3607,
+    "begin_test": 3607, "wice_test": 358, "wice_dev": 349, "cad_snli": 8330, "curriculum_control": 6719,
+    "curriculum_control_val": 1604, "curriculum_boolean": 3000, "curriculum_monotonicity_infer": 35891,
+    "curriculum_defeasible": 39036, "curriculum_logiqa": 14752,
 }
 
 

@@ -132,5 +132,5 @@ def test_split_keeps_two_way_sources_in_train_and_limits_apply_after_filtering(t
 
 def test_two_way_neutral_rule_maps_the_marker(tmp_path):
     root = write_nli_data(tmp_path)
-    records, _ = load_nli_records(ExplainerData(sources=[SourceSpec("med")], two_way="neutral"), root, seed=0)
+    records, _ = load_nli_records(ExplainerData(sources=[SourceSpec("rte")], two_way="neutral"), root, seed=0)
     assert [r["label"] for r in records] == [0, 1]

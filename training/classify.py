@@ -46,8 +46,12 @@ def write_jsonl(path: Path, records: list[dict]) -> None:
 
 def run_sequence_classification(cfg, train_recs, dev_recs, test_recs, labels: list[str], count_text: str,
                                 text_fields: tuple[str, ...], extra_eval: dict | None = None,
-                                loss_fn=None) -> dict:
-    """Train on train_recs, select on dev_recs, report on test_recs; returns the metrics written to metrics.json."""
+                                loss_fn=None, post_eval=None) -> dict:
+    """Train on train_recs, select on dev_recs, report on test_recs; returns the metrics written to metrics.json.
+
+    `post_eval(trainer=, tokenizer=, out=, dev_recs=, dev_logits=, test_recs=, test_logits=)` (optional) runs
+    after the final predictions (records in the order of the logits); the dict it returns is added to the metrics.
+    """
     from transformers import DataCollatorWithPadding
 
     from training.models import build_model, load_tokenizer, resolve_base_model
@@ -96,6 +100,10 @@ def run_sequence_classification(cfg, train_recs, dev_recs, test_recs, labels: li
     }
     if extra_eval:
         metrics.update(extra_eval)
+    if post_eval is not None:
+        metrics.update(post_eval(trainer=trainer, tokenizer=tokenizer, out=out, dev_recs=dev_recs,
+                                 dev_logits=dev_pred.predictions, test_recs=test_recs,
+                                 test_logits=test_pred.predictions) or {})
     save_model(trainer, tokenizer, out, labels)
     write_json(out / "metrics.json", metrics)
     t = metrics["test"]

@@ -33,6 +33,14 @@ def resolve_config(cls: type[T], args: argparse.Namespace) -> T:
     return load_config(cls, args.config, overrides)
 
 
+def resolve_config_file(cls: type[T], path: str, overrides: list[str] | None = None, data_dir: str | None = None) -> T:
+    """The recipe at `path` with `--set` overrides and an optional data dir (for CLIs that run recipes)."""
+    extra = list(overrides or [])
+    if data_dir is not None:
+        extra.append(f"run.data_dir={data_dir}")
+    return load_config(cls, path, extra)
+
+
 def run_cli(main_fn, argv=None) -> int:
     """Run `main_fn(argv)`, turning expected user errors into one clear line and exit code 2."""
     from training.data.base import DataError

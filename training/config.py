@@ -23,7 +23,7 @@ class LoraConfig:
 
 @dataclass
 class ModelConfig:
-    base_model: str = "answerdotai/ModernBERT-base"  # Hub id, local dir, or offline:minilm
+    base_model: str = "answerdotai/ModernBERT-base"  # Hub id, local dir, offline:minilm or offline:mpnet
     max_length: int = 256
     lora: LoraConfig = field(default_factory=LoraConfig)
 
@@ -51,7 +51,7 @@ class TrainArgs:
     save_total_limit: int = 2
     metric_for_best_model: str = "macro_f1"
     device: Literal["auto", "cpu", "cuda"] = "auto"
-    bf16: bool = False
+    bf16: bool | None = None  # None: bf16 autocast on CUDA and on CPUs with native bf16 (AVX512-BF16 / AMX)
     dataloader_workers: int = 0
 
     def validate(self):

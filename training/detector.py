@@ -5,16 +5,19 @@
     accelerate launch -m training.detector --config configs/detector.yaml
 
 Input format, labels and span logic come from inference.spans (one definition for training, eval and
-inference). Only the context is cut to fit max_length; examples whose question + answer alone do not fit are
-dropped and listed. Model selection: token-level F1 of the hallucinated class on the dev split.
+inference). Long contexts: each training example is the runtime window (same grid as inference) that overlaps
+the answer most, and "supported" labels of answer sentences whose evidence lies outside that window are masked
+(counted in the report). Examples whose question + answer alone do not fit are dropped and listed. Model
+selection: token-level F1 of the hallucinated class on the dev split; the dev split then calibrates the runtime
+(window aggregation, grounding combiner, threshold: detector.json), scored through inference.detect.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import random
+import re
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -54,9 +57,22 @@ class SyntheticConfig:
 
 
 @dataclass
+class AugmentConfig:
+    """In-domain augmentation of the training split (training.data.recombine); needs records with source_id."""
+
+    sources: list[str] = field(default_factory=list)  # span sources to augment (e.g. ragtruth_test_subset)
+    splice_per_record: int = 1  # hallucinated sentences of sibling responses spliced into each response
+    remove: bool = True  # faithful variants: hallucinated sentences removed
+    edits: bool = True  # number / date / entity swaps of faithful responses from their own context
+
+
+@dataclass
 class DetectorData:
     sources: list[SourceSpec] = field(default_factory=list)  # span datasets used as they are
     synthetic: SyntheticConfig = field(default_factory=SyntheticConfig)
+    augment: AugmentConfig = field(default_factory=AugmentConfig)
+    training_windows: Literal["answer_overlap", "head"] = "answer_overlap"  # long contexts (see module doc)
+    window_overlap: int = 128  # context tokens shared by consecutive windows (as the runtime's default)
     eval_sources: list[SourceSpec] = field(default_factory=list)  # evaluation-only sets scored after training
     split: SplitConfig = field(default_factory=lambda: SplitConfig(dev=0.1, test=0.1))
     max_answer_chars: int = 6000
@@ -69,9 +85,23 @@ class DetectorData:
 
 @dataclass
 class DetectorEval:
-    threshold: float = 0.5
-    context_mode: Literal["windows", "truncate"] = "windows"
+    threshold: float = 0.5  # used when calibration is off
     min_span_chars: int = 1
+
+
+@dataclass
+class CalibrationConfig:
+    """Fit on the dev split after training (never on a test set): written to detector.json for the runtime."""
+
+    enabled: bool = True
+    window_aggregation: list[str] = field(default_factory=lambda: ["max", "min"])
+    combiner: list[str] = field(default_factory=lambda: ["off", "on"])  # off / on / all (detector_scoring)
+
+    def validate(self):
+        if set(self.window_aggregation) - {"max", "min", "mean"} or not self.window_aggregation:
+            raise ValueError("calibration.window_aggregation: a non-empty list of max / min / mean")
+        if set(self.combiner) - {"off", "on", "all"} or not self.combiner:
+            raise ValueError("calibration.combiner: a non-empty list of off / on / all")
 
 
 @dataclass
@@ -84,6 +114,7 @@ class DetectorConfig:
         class_weighted=False))
     data: DetectorData = field(default_factory=DetectorData)
     eval: DetectorEval = field(default_factory=DetectorEval)
+    calibration: CalibrationConfig = field(default_factory=CalibrationConfig)
 
     def validate(self):
         if self.train.metric_for_best_model not in DEV_METRICS:
@@ -98,8 +129,8 @@ def _check_trainable(name: str) -> None:
     if adapter.kind != "span":
         raise DataError(f"data: {name!r} is a {adapter.kind} dataset, not a span dataset")
     if adapter.extra.get("eval_only"):
-        raise DataError(f"data: {name!r} is evaluation-only (RAGTruth test data is never trained on); "
-                        "list it under data.eval_sources")
+        raise DataError(f"data: {name!r} is evaluation-only (the full RAGTruth test split is never trained "
+                        "on); list it under data.eval_sources")
 
 
 def _sample(rows: list[dict], limit: int | None, seed: int, name: str) -> list[dict]:
@@ -152,12 +183,19 @@ def load_mixture(cfg: DetectorConfig, data_dir, report) -> tuple[list[dict], Cou
     return records, stats
 
 
+def group_key(r: dict) -> str:
+    """Records of one source document stay together: RAGTruth's source_id, else the context itself."""
+    origin = r["source"].split(":")[-1]
+    if r.get("source_id") is not None:
+        return f"{origin}\x00id:{r['source_id']}"
+    return hashlib.sha1(f"{origin}\x00{r['context']}".encode()).hexdigest()
+
+
 def group_split(records: list[dict], fractions: tuple[float, float, float], seed: int):
     """Train/dev/test by context: records sharing a context (one document, several answers) stay together."""
     groups: dict[str, list[dict]] = {}
     for r in records:
-        key = hashlib.sha1(f"{r['source'].split(':')[-1]}\x00{r['context']}".encode()).hexdigest()
-        groups.setdefault(key, []).append(r)
+        groups.setdefault(group_key(r), []).append(r)
     keys = sorted(groups)
     random.Random(seed).shuffle(keys)
     total = len(records)
@@ -175,24 +213,84 @@ def group_split(records: list[dict], fractions: tuple[float, float, float], seed
     return train, dev, test
 
 
+def training_example(tokenizer, rec: dict, max_length: int, overlap: int, mode: str):
+    """(DetectorInput with labels, masked token count): one window per record (see the module docstring)."""
+    from inference.grounding import ContextIndex, word_signals
+    from inference.spans import context_windows
+    from training.data.recombine import sentences
+
+    q, a, task = rec.get("question"), rec["answer"], rec.get("task_type")
+    if mode == "head":
+        return encode_detector_input(tokenizer, rec["context"], q, a, max_length, task_type=task,
+                                     spans=rec["spans"]), 0
+    wins = context_windows(tokenizer, rec["context"], q, a, max_length, overlap=overlap, task_type=task,
+                           spans=rec["spans"])
+    if len(wins) == 1:
+        return wins[0], 0
+    context = rec["context"]
+    answer_words = {w.lower() for w in re.findall(r"\w+", a) if len(w) > 2}
+    texts = [context[w.context_char_range[0]:w.context_char_range[1]] for w in wins]
+    overlaps = [len(answer_words & {w.lower() for w in re.findall(r"\w+", t)}) for t in texts]
+    best = max(range(len(wins)), key=lambda i: (overlaps[i], -i))
+    enc = wins[best]
+    # Answer sentences whose evidence lies largely outside this window: their "supported" labels would be wrong
+    # here, so those tokens are masked (their "hallucinated" labels stay: unsupported anywhere). "Largely": a
+    # number the context has but the window lacks, or >= 30% of the sentence's content words.
+    full, seen = ContextIndex(f"{context}\n{q or ''}"), ContextIndex(f"{texts[best]}\n{q or ''}")
+    words = [(s, bool(fw[0] or fw[2]) and not (ff[0] or ff[2]), bool(fw[0]) and not ff[0], bool(fw[3]))
+             for (s, _, fw), (_, _, ff) in zip(word_signals(a, seen), word_signals(a, full))]
+    masked = 0
+    for s0, e0 in sentences(a):
+        inside = [w for w in words if s0 <= w[0] < e0 and not w[3]]
+        lost = [w for w in inside if w[1]]
+        if not lost or not (any(w[2] for w in lost) or len(lost) >= 0.3 * len(inside)):
+            continue
+        for i, (ts, _) in enumerate(enc.answer_offsets):
+            pos = enc.answer_start + i
+            if s0 <= ts < e0 and enc.labels[pos] == 0:
+                enc.labels[pos] = IGNORE_INDEX
+                masked += 1
+    return enc, masked
+
+
 def encode_records(tokenizer, records: list[dict], max_length: int, report, split: str,
-                   with_token_types: bool) -> tuple[list[dict], int]:
-    """Features for the collator; returns (features, number of examples whose context was cut)."""
-    feats, cut = [], 0
+                   with_token_types: bool, overlap: int = 128, mode: str = "answer_overlap"):
+    """Features for the collator; returns (features, {"context_cut": n, "masked_tokens": n})."""
+    feats, counts = [], Counter()
     for r in records:
         try:
-            enc = encode_detector_input(tokenizer, r["context"], r.get("question"), r["answer"], max_length,
-                                        task_type=r.get("task_type"), spans=r["spans"])
+            enc, masked = training_example(tokenizer, r, max_length, overlap, mode)
         except AnswerTooLongError as exc:
             report.add(f"{split} split", f"question + answer longer than max_length={max_length}", r["id"])
             log.debug("%s: %s", r["id"], exc)
             continue
-        cut += enc.context_truncated
+        counts["context_cut"] += enc.context_truncated
+        counts["masked_tokens"] += masked
+        counts["examples_with_masked_tokens"] += bool(masked)
         f = {"input_ids": enc.input_ids, "attention_mask": enc.attention_mask, "labels": enc.labels}
         if with_token_types:
             f["token_type_ids"] = enc.token_type_ids
         feats.append(f)
-    return feats, cut
+    return feats, counts
+
+
+def augment_training(cfg: DetectorConfig, train_recs: list[dict]) -> tuple[list[dict], Counter]:
+    """Recombination and context edits of the configured sources' training records (after the split)."""
+    from training.data.recombine import context_edits, recombine
+
+    a, stats = cfg.data.augment, Counter()
+    base = [r for r in train_recs if r["source"] in a.sources]
+    if not base:
+        return train_recs, stats
+    extra, st = recombine(base, cfg.run.seed, a.splice_per_record, a.remove)
+    stats.update(st)
+    if a.edits:
+        edits, st = context_edits(base, cfg.run.seed)
+        extra += edits
+        stats.update({f"edit_{k}": v for k, v in st.items()})
+    for r in extra:
+        r["source"] = f"augment:{r['source']}"
+    return train_recs + extra, stats
 
 
 def token_metrics(logits: np.ndarray, labels: np.ndarray) -> dict:
@@ -211,55 +309,39 @@ def token_metrics(logits: np.ndarray, labels: np.ndarray) -> dict:
 
 # ---- run --------------------------------------------------------------------------------------------------
 
-def main(argv=None) -> None:
-    parser = training_parser("python -m training.detector", __doc__.splitlines()[0], "configs/detector.yaml")
-    cfg = resolve_config(DetectorConfig, parser.parse_args(argv))
+def train_and_calibrate(cfg: DetectorConfig, train_recs: list[dict], dev_recs: list[dict], out, report) -> dict:
+    """Train on train_recs (augmented here), select the checkpoint and calibrate on dev_recs; save the run dir.
 
+    Returns the metrics dict (written to RUN_DIR/metrics.json by the caller). Used by main() and by the
+    cross-validation in eval.detector (one call per fold).
+    """
     from datasets import Dataset
     from transformers import DataCollatorForTokenClassification
 
-    from eval.detector import evaluate
-    from training.classify import hardware, write_jsonl
-    from training.data.spans import SpanDataReport, load_span_source
+    from training.classify import hardware
+    from training.detector_scoring import calibrate
     from training.models import build_model, load_tokenizer, resolve_base_model
-    from training.trainer import class_weights, save_model, setup_run, train, write_json
+    from training.trainer import class_weights, save_model, train, write_json
 
-    out = setup_run(cfg, cfg.run.output_dir)
-    data_dir = resolve_data_dir(cfg.run.data_dir)
-    for spec in cfg.data.eval_sources:  # fail before training, not after
-        get_adapter(spec.name)
-    report = SpanDataReport()
-    records, synth_stats = load_mixture(cfg, data_dir, report)
-    s = cfg.data.split
-    train_recs, dev_recs, test_recs = group_split(records, (1 - s.dev - s.test, s.dev, s.test), cfg.run.seed)
-    if not train_recs or not dev_recs:
-        raise DataError(f"detector data: {len(train_recs)} train / {len(dev_recs)} dev records; need both")
-    label_names = ["faithful", "hallucinated"]
-    table = count_table({"train": train_recs, "dev": dev_recs, "test": test_recs}, label_names)
-    print(table, flush=True)
-
+    train_recs, aug_stats = augment_training(cfg, train_recs)
     base = resolve_base_model(cfg.model.base_model)
     log.info("base model %s -> %s", cfg.model.base_model, base)
     tokenizer = load_tokenizer(base)
     with_types = "token_type_ids" in tokenizer.model_input_names
-    ml = cfg.model.max_length
-    train_f, train_cut = encode_records(tokenizer, train_recs, ml, report, "train", with_types)
-    dev_f, dev_cut = encode_records(tokenizer, dev_recs, ml, report, "dev", with_types)
-    cut_line = (f"context cut to fit max_length={ml}: {train_cut} of {len(train_f)} train, "
-                f"{dev_cut} of {len(dev_f)} dev examples (answers and questions are never cut)")
-    log.info(cut_line)
+    ml, d = cfg.model.max_length, cfg.data
+    train_f, train_c = encode_records(tokenizer, train_recs, ml, report, "train", with_types, d.window_overlap,
+                                      d.training_windows)
+    dev_f, dev_c = encode_records(tokenizer, dev_recs, ml, report, "dev", with_types, d.window_overlap,
+                                  d.training_windows)
     n_tokens = sum(len(f["input_ids"]) for f in train_f)
-    log.info("train tokens per epoch: %d (mean %.0f per example)", n_tokens, n_tokens / max(1, len(train_f)))
-    summary = report.summary()
-    log.info("data report:\n%s", summary)
-    synth_line = f"synthetic: {dict(synth_stats)}" if synth_stats else "synthetic: none"
-    (out / "data_counts.txt").write_text(f"{table}\n\n{synth_line}\n{cut_line}\n\n{summary}\n", encoding="utf-8")
-    write_json(out / "data_report.json", report.to_dict())
-    write_jsonl(out / "test.jsonl", test_recs)  # eval.detector --data RUN_DIR/test.jsonl re-scores it
+    window_line = (f"training windows ({d.training_windows}, max_length={ml}): context cut in {train_c['context_cut']}"
+                   f" of {len(train_f)} train examples; {train_c['masked_tokens']} answer tokens in "
+                   f"{train_c['examples_with_masked_tokens']} examples masked (evidence outside the window); "
+                   f"dev: {dev_c['context_cut']} cut, {dev_c['masked_tokens']} masked")
+    log.info(window_line)
+    log.info("train: %d examples, %d tokens per epoch; augmentation %s", len(train_f), n_tokens, dict(aug_stats))
 
     model = build_model(base, "token", DETECTOR_LABELS, cfg.model.lora)
-    if hasattr(model, "print_trainable_parameters"):
-        model.print_trainable_parameters()
     weights = None
     if cfg.train.class_weighted:
         weights = class_weights([x for f in train_f for x in f["labels"]], len(DETECTOR_LABELS))
@@ -273,21 +355,63 @@ def main(argv=None) -> None:
                     compute_metrics, DataCollatorForTokenClassification(tokenizer), loss_weights=weights)
     train_seconds = time.time() - started
     dev_metrics = trainer.evaluate()
-
-    model = trainer.model
-    e = cfg.eval
-    metrics = {
-        "dev": dev_metrics,
-        "train_size": len(train_f), "dev_size": len(dev_f), "test_size": len(test_recs),
-        "train_tokens_per_epoch": n_tokens, "context_cut": {"train": train_cut, "dev": dev_cut},
-        "synthetic": dict(synth_stats), "base_model": cfg.model.base_model, "max_length": ml,
+    save_model(trainer, tokenizer, out, DETECTOR_LABELS)
+    calibration, table = None, []
+    c = cfg.calibration
+    if c.enabled and dev_recs:
+        calibration, table = calibrate(out, dev_recs, c.window_aggregation, c.combiner)
+    write_json(out / "detector.json", {
+        "format": "[CLS] context [SEP] question [SEP] answer [SEP] (inference.spans)",
+        "max_length": ml, "threshold": cfg.eval.threshold, "min_span_chars": cfg.eval.min_span_chars,
+        "model_input_names": list(tokenizer.model_input_names),
+        "calibration": calibration.to_dict() if calibration else None,
+        "calibration_candidates": table, "calibration_records": len(dev_recs)})
+    return {
+        "dev": dev_metrics, "train_size": len(train_f), "dev_size": len(dev_f),
+        "train_tokens_per_epoch": n_tokens, "training_windows": {"train": dict(train_c), "dev": dict(dev_c)},
+        "augmentation": dict(aug_stats), "base_model": cfg.model.base_model, "max_length": ml,
         "global_steps": trainer.state.global_step, "train_seconds": round(train_seconds, 1),
-        "hardware": hardware(),
+        "calibration": calibration.to_dict() if calibration else None, "calibration_candidates": table,
+        "hardware": hardware(), "window_line": window_line,
     }
+
+
+def main(argv=None) -> None:
+    parser = training_parser("python -m training.detector", __doc__.splitlines()[0], "configs/detector.yaml")
+    cfg = resolve_config(DetectorConfig, parser.parse_args(argv))
+
+    from training.classify import write_jsonl
+    from training.data.spans import SpanDataReport, load_span_source
+    from training.detector_scoring import evaluate, runtime_gate
+    from training.trainer import setup_run, write_json
+
+    out = setup_run(cfg, cfg.run.output_dir)
+    data_dir = resolve_data_dir(cfg.run.data_dir)
+    for spec in cfg.data.eval_sources:  # fail before training, not after
+        get_adapter(spec.name)
+    report = SpanDataReport()
+    records, synth_stats = load_mixture(cfg, data_dir, report)
+    s = cfg.data.split
+    train_recs, dev_recs, test_recs = group_split(records, (1 - s.dev - s.test, s.dev, s.test), cfg.run.seed)
+    if not train_recs or not dev_recs:
+        raise DataError(f"detector data: {len(train_recs)} train / {len(dev_recs)} dev records; need both")
+    table = count_table({"train": train_recs, "dev": dev_recs, "test": test_recs}, ["faithful", "hallucinated"])
+    print(table, flush=True)
+    write_jsonl(out / "test.jsonl", test_recs)  # eval.detector --data RUN_DIR/test.jsonl re-scores it
+
+    metrics = train_and_calibrate(cfg, train_recs, dev_recs, out, report)
+    metrics.update(test_size=len(test_recs), synthetic=dict(synth_stats))
+    summary = report.summary()
+    log.info("data report:\n%s", summary)
+    synth_line = f"synthetic: {dict(synth_stats)}" if synth_stats else "synthetic: none"
+    (out / "data_counts.txt").write_text(
+        f"{table}\n\n{synth_line}\naugmentation: {metrics['augmentation']}\n{metrics.pop('window_line')}\n\n"
+        f"{summary}\n", encoding="utf-8")
+    write_json(out / "data_report.json", report.to_dict())
+
+    gate = runtime_gate(out)
     if test_recs:
-        res, _, _ = evaluate(model, tokenizer, test_recs, e.threshold, ml, e.context_mode,
-                             batch_size=cfg.train.eval_batch_size, min_span_chars=e.min_span_chars,
-                             with_sweep=False)
+        res, _ = evaluate(gate, test_recs)
         metrics["test"] = res
         o = res["levels"]
         log.info("test (held-out mixture): example F1 %.4f span F1 %.4f token F1 %.4f (n=%d)",
@@ -297,21 +421,14 @@ def main(argv=None) -> None:
         ev_report = SpanDataReport()
         recs = load_span_source(spec.name, data_dir, ev_report)
         recs = recs[:spec.limit] if spec.limit else recs
-        res, _, _ = evaluate(model, tokenizer, recs, e.threshold, ml, e.context_mode,
-                             batch_size=cfg.train.eval_batch_size, min_span_chars=e.min_span_chars,
-                             with_sweep=False)
+        res, _ = evaluate(gate, recs)
         res["data_report"] = ev_report.to_dict()
         metrics.setdefault("eval", {})[spec.name] = res
         o = res["levels"]
         log.info("%s: example F1 %.4f span F1 %.4f token F1 %.4f (n=%d)", spec.name,
                  o["example"]["overall"]["f1"], o["span"]["overall"]["f1"], o["token"]["overall"]["f1"],
                  res["n_scored"])
-    save_model(trainer, tokenizer, out, DETECTOR_LABELS)
     write_json(out / "metrics.json", metrics)
-    (out / "detector.json").write_text(json.dumps({
-        "format": "[CLS] context [SEP] question [SEP] answer [SEP] (inference.spans)",
-        "max_length": ml, "threshold": e.threshold, "min_span_chars": e.min_span_chars,
-        "model_input_names": list(tokenizer.model_input_names)}, indent=2) + "\n", encoding="utf-8")
     log.info("run dir %s", out)
 
 

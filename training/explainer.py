@@ -20,6 +20,7 @@ import logging
 import random
 import re
 import unicodedata
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -28,26 +29,61 @@ from inference.labels import EXPLAINER_LABELS
 from training.cli import resolve_config, run_cli, training_parser
 from training.config import ModelConfig, RunConfig, SourceSpec, SplitConfig, TrainArgs
 from training.data.base import DataError, get_adapter, resolve_data_dir
-from training.data.nli import CORE_EVAL_SETS, EVAL_SETS, NEUTRAL, NOT_ENTAILMENT, TRAIN_LABEL_NAMES
+from training.data.nli import (
+    CORE_EVAL_SETS,
+    EVAL_SETS,
+    NEUTRAL,
+    NOT_ENTAILMENT,
+    TRAIN_LABEL_NAMES,
+    TRAINABLE_EVAL_SETS,
+)
 from training.data.prep import check_classes, count_table, stratified_split
 
 log = logging.getLogger("halugate.training.explainer")
 
 
 @dataclass
+class ExplainerSource(SourceSpec):
+    """One source of the mixture: `limit` (pairs kept after dedup and filtering, sampled by seed; None = all) is
+    its weight in the mixture; `group` names the ablation group it belongs to (data.exclude_groups drops whole
+    groups); `max_chars` overrides data.max_chars for this source (passage-length sources)."""
+
+    group: str = "base"
+    max_chars: int | None = None
+
+
+@dataclass
 class ExplainerData:
-    sources: list[SourceSpec] = field(default_factory=list)
+    sources: list[ExplainerSource] = field(default_factory=list)
     min_chars: int = 1  # per side: a pair with an empty premise or hypothesis is dropped
     max_chars: int = 4000  # premise + hypothesis; long grounding documents beyond this are dropped
     two_way: Literal["mask", "neutral"] = "mask"
     eval_sets: list[str] = field(default_factory=lambda: list(EVAL_SETS))  # kept out of training
     split: SplitConfig = field(default_factory=lambda: SplitConfig(dev=0.05, test=0.05))
+    exclude_groups: list[str] = field(default_factory=list)  # ablations: drop these source groups
+    scale: float = 1.0  # multiplies every source's size (its limit, or all its pairs): same mixture, other size
+
+    def active_sources(self) -> list[SourceSpec]:
+        return [s for s in self.sources if getattr(s, "group", "base") not in self.exclude_groups]
+
+    def effective_eval_sets(self) -> list[str]:
+        """The evaluation sets training pairs are checked against: data.eval_sets less a trainable evaluation set
+        (TRAINABLE_EVAL_SETS: MNLI dev-mismatched) while it is an active training source."""
+        trained = {s.name for s in self.active_sources()} & set(TRAINABLE_EVAL_SETS)
+        return [e for e in self.eval_sets if e not in trained]
 
     def validate(self):
         if not self.sources:
             raise ValueError("data.sources: at least one source is required")
+        if not self.active_sources():
+            raise ValueError(f"data.exclude_groups: {self.exclude_groups} leaves no source")
         if self.min_chars < 0 or self.max_chars <= self.min_chars:
             raise ValueError("data.max_chars: must be greater than data.min_chars")
+        if not 0 < self.scale <= 100:
+            raise ValueError("data.scale: must be in (0, 100]")
+        bad = [s.name for s in self.sources if getattr(s, "max_chars", None) is not None and s.max_chars < 2]
+        if bad:
+            raise ValueError(f"data.sources: {bad[0]}: max_chars must be >= 2")
         unknown = [s for s in self.eval_sets if s not in EVAL_SETS]
         if unknown:
             raise ValueError(f"data.eval_sets: unknown evaluation set {unknown[0]!r} "
@@ -135,18 +171,39 @@ def dedup_pairs(records: list[dict]) -> tuple[list[dict], int]:
 
 # ---- records -------------------------------------------------------------------------------------------------
 
+def mixture_table(summary: dict[str, dict]) -> str:
+    """Per source: group, pairs loaded, removed (duplicates within the source, evaluation overlap, length,
+    duplicates of an earlier source), kept and share of the mixture."""
+    cols = ("loaded", "duplicates", "eval_overlap", "length_filtered", "cross_duplicates", "kept")
+    total = sum(v["kept"] for v in summary.values()) or 1
+    head = ("source", "group", "loaded", "dup", "eval", "length", "xdup", "kept", "share")
+    rows = [(k, v.get("group", "base"), *(str(v.get(c, 0)) for c in cols), f"{100 * v['kept'] / total:.1f}%")
+            for k, v in summary.items()]
+    rows.append(("TOTAL", "", *(str(sum(v.get(c, 0) for v in summary.values())) for c in cols), "100.0%"))
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(head)]
+    line = lambda r: "  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
+    return "\n".join([line(head), line(["-" * w for w in widths]), *(line(r) for r in rows)])
+
+
 def load_nli_records(data_cfg: ExplainerData, data_dir, seed: int) -> tuple[list[dict], dict]:
     """Load, normalise, dedup, drop evaluation pairs, length-filter and cap every source; returns the records
     and a summary (per source: loaded, duplicates, eval_overlap, too_long, kept)."""
     rng = random.Random(seed)
-    index = load_eval_index(data_cfg.eval_sets, data_dir)
+    sources = data_cfg.active_sources()
+    for spec in sources:
+        if spec.name in EVAL_SETS and spec.name not in TRAINABLE_EVAL_SETS:
+            raise DataError(f"data.sources: {spec.name!r} is an evaluation set and cannot be trained on")
+    eval_sets = data_cfg.effective_eval_sets()
+    trained_eval = [e for e in data_cfg.eval_sets if e not in eval_sets]
+    if trained_eval:
+        print(f"training on evaluation set(s) {', '.join(trained_eval)}: they are no longer held out; report "
+              "the others (e.g. MNLI dev-matched only)", flush=True)
+    index = load_eval_index(eval_sets, data_dir)
     log.info("evaluation sets kept out of training: %s",
              ", ".join(f"{k} ({v})" for k, v in index.loaded.items()))
     records: list[dict] = []
     summary: dict[str, dict] = {}
-    for spec in data_cfg.sources:
-        if spec.name in EVAL_SETS:
-            raise DataError(f"data.sources: {spec.name!r} is an evaluation set and cannot be trained on")
+    for spec in sources:
         adapter = get_adapter(spec.name)
         if adapter.kind != "nli":
             raise DataError(f"data.sources: {spec.name!r} is a {adapter.kind} dataset, not an NLI dataset")
@@ -156,36 +213,49 @@ def load_nli_records(data_cfg: ExplainerData, data_dir, seed: int) -> tuple[list
             r["premise"], r["hypothesis"] = nli_pair(r["premise"], r["hypothesis"])
         rows, n_dup = dedup_pairs(rows)
         rows, n_eval = remove_eval_overlap(rows, index)
+        max_chars = getattr(spec, "max_chars", None) or data_cfg.max_chars
         kept = [r for r in rows if min(len(r["premise"]), len(r["hypothesis"])) >= max(data_cfg.min_chars, 1)
-                and len(r["premise"]) + len(r["hypothesis"]) <= data_cfg.max_chars]
+                and len(r["premise"]) + len(r["hypothesis"]) <= max_chars]
         n_len = len(rows) - len(kept)
-        if spec.limit is not None and len(kept) > spec.limit:
-            kept = rng.sample(kept, spec.limit)
-        summary[spec.name] = {"loaded": n_loaded, "duplicates": n_dup, "eval_overlap": n_eval,
-                              "length_filtered": n_len, "kept": len(kept)}
+        size = spec.limit if spec.limit is not None else len(kept)
+        size = max(1, round(size * data_cfg.scale)) if data_cfg.scale != 1.0 else size
+        if len(kept) > size:
+            kept = rng.sample(kept, size)
+        summary[spec.name] = {"group": getattr(spec, "group", "base"), "loaded": n_loaded, "duplicates": n_dup,
+                              "eval_overlap": n_eval, "length_filtered": n_len, "kept": len(kept)}
         log.info("%-16s %6d loaded, %5d duplicates, %5d in evaluation sets, %5d by length -> %6d",
                  spec.name, n_loaded, n_dup, n_eval, n_len, len(kept))
         records.extend(kept)
+    before = Counter(r["source"] for r in records)
     records, n_cross = dedup_pairs(records)
+    after = Counter(r["source"] for r in records)
+    for name, v in summary.items():  # a pair in several sources is kept in the first one listed
+        v["cross_duplicates"] = before[name] - after[name]
+        v["kept"] = after[name]
     total_eval = sum(s["eval_overlap"] for s in summary.values())
     per_source = ", ".join(f"{k}: {v['eval_overlap']}" for k, v in summary.items() if v["eval_overlap"])
     print(f"removed {total_eval} training pairs that appear in an evaluation set ({per_source or 'none'})",
           flush=True)
     if n_cross:
         log.info("dropped %d pairs that appear in more than one source", n_cross)
+    print("training mixture (pairs per source; a pair found in several sources stays in the first one "
+          "listed):\n" + mixture_table(summary), flush=True)
     if data_cfg.two_way == "neutral":
         for r in records:
             if r["label"] == NOT_ENTAILMENT:
                 r["label"] = NEUTRAL
     info = {"sources": summary, "eval_overlap_removed": total_eval, "cross_source_duplicates": n_cross,
-            "eval_sets": index.loaded, "eval_sets_skipped": index.skipped, "two_way": data_cfg.two_way}
+            "eval_sets": index.loaded, "eval_sets_skipped": index.skipped, "two_way": data_cfg.two_way,
+            "trained_on_eval_sets": trained_eval, "excluded_groups": list(data_cfg.exclude_groups),
+            "scale": data_cfg.scale}
     return records, info
 
 
 def split_records(records: list[dict], split: SplitConfig, seed: int):
-    """Three-way rows are split train/dev/test by (source, label); two-way rows all go to train."""
-    three = [r for r in records if r["label"] != NOT_ENTAILMENT]
-    two = [r for r in records if r["label"] == NOT_ENTAILMENT]
+    """Three-way rows are split train/dev/test by (source, label); two-way rows and `train_only` rows (sources
+    of near-duplicate minimal pairs, such as CAD) all go to train."""
+    three = [r for r in records if r["label"] != NOT_ENTAILMENT and not r.get("train_only")]
+    two = [r for r in records if r["label"] == NOT_ENTAILMENT or r.get("train_only")]
     # A two-way source keeps its entailment rows with its not_entailment rows (in train): a dev/test split of
     # such a source would be all-entailment and say nothing.
     two_way_sources = {r["source"] for r in two}
@@ -242,7 +312,8 @@ def main(argv=None) -> None:
     table += f"\n\nremoved as evaluation-set pairs: {info['eval_overlap_removed']}"
     print(table, flush=True)
     has_two_way = any(r["label"] == NOT_ENTAILMENT for r in train)
-    run_sequence_classification(cfg, train, dev, test, EXPLAINER_LABELS, table,
+    run_sequence_classification(cfg, train, dev, test, EXPLAINER_LABELS,
+                                "mixture:\n" + mixture_table(info["sources"]) + "\n\nsplits:\n" + table,
                                 text_fields=("premise", "hypothesis"), extra_eval={"data": info},
                                 loss_fn=two_way_masked_loss if has_two_way else None)
 

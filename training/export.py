@@ -1,6 +1,6 @@
 """Export a run directory to ONNX, optionally int8-quantised, and prove parity with PyTorch before succeeding.
 
-    python -m training.export --model RUN_DIR --out EXPORT_DIR [--quantize int8] [--opset N]
+    python -m training.export --model RUN_DIR --out EXPORT_DIR [--quantize int8 [--require-int8]] [--opset N]
                               [--agreement-floor 0.99] [--atol 1e-4] [--samples 64] [--overwrite]
     python -m training.export --model RUN_DIR --out EXPORT_DIR --verify-only    # re-check an existing export
 
@@ -21,6 +21,7 @@ EXPORT_DIR layout (what a runtime looks for; names are fixed):
     config.json             transformers config (id2label, architecture) used by optimum.onnxruntime.
     label_map.json          {"labels": [...], "id2label": {...}} copied from the run dir.
     config.yaml, metrics.json   copied from the run dir when present (provenance and model card).
+    sentinel.json           the Sentinel's calibrated threshold (inference.calibration), copied when present.
     export_report.json      parity figures: max |logit difference| and label agreement vs PyTorch, per file.
 
 Parity is measured on real inputs: up to --samples records of RUN_DIR/test.jsonl (fields "text",
@@ -28,9 +29,15 @@ Parity is measured on real inputs: up to --samples records of RUN_DIR/test.jsonl
 padding at the run's max_length. For token classification only non-padding positions are compared.
 fp32 must agree within --atol (1e-4); int8 must keep label agreement >= --agreement-floor (0.99).
 
-Everything is written to EXPORT_DIR.partial first and renamed to EXPORT_DIR only when every check passed. On a
-failed check the command exits with status 1 and the rejected files + report are left in EXPORT_DIR.failed for
-inspection; EXPORT_DIR is never created or changed by a failed export.
+Everything is written to EXPORT_DIR.partial first and renamed to EXPORT_DIR only when the fp32 check passed. When
+fp32 fails, the command exits with status 1 and the rejected files + report are left in EXPORT_DIR.failed for
+inspection; EXPORT_DIR is never created or changed then.
+
+When fp32 passes but int8 misses its agreement floor, a good fp32 model is not thrown away: EXPORT_DIR gets the
+fp32 export and its report, with `int8_status: "refused"`, `status: "int8_refused"` and the int8 figures
+(agreement, floor, max |diff|, size) under `refused.int8`; the rejected int8 file and a copy of the report go to
+EXPORT_DIR.failed. The command then exits 0 with a warning, or 1 with --require-int8 (the fp32 export is written
+either way). `int8_status` is "shipped", "refused" or "not_requested".
 """
 
 from __future__ import annotations
@@ -52,7 +59,7 @@ log = logging.getLogger("halugate.export")
 FP32_FILE = "model.onnx"
 INT8_FILE = "model_quantized.onnx"
 REPORT_FILE = "export_report.json"
-COPIED_FILES = ("label_map.json", "config.yaml", "metrics.json")
+COPIED_FILES = ("label_map.json", "config.yaml", "metrics.json", "sentinel.json", "detector.json")  # calibrations
 TASKS = {"sequence": "text-classification", "token": "token-classification"}
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt")
 
@@ -79,6 +86,10 @@ SAMPLE_TEXTS = [
 
 class ExportError(RuntimeError):
     """The export could not be produced or failed a parity check; the message says which and why."""
+
+
+class Int8RefusedError(ExportError):
+    """int8 missed its agreement floor under --require-int8; the fp32 export was written all the same."""
 
 
 @dataclass
@@ -461,10 +472,26 @@ def _failure_message(report: dict) -> str:
     return "; ".join(bad)
 
 
+def _refuse_int8(report: dict, staging: Path, failed: Path, agreement_floor: float) -> None:
+    """Move the int8 file that missed its floor to `failed` and its figures from `parity` to `refused`."""
+    shutil.rmtree(failed, ignore_errors=True)
+    failed.mkdir(parents=True)
+    shutil.move(str(staging / INT8_FILE), str(failed / INT8_FILE))
+    figures = report["parity"].pop("int8")
+    figures.update(status="refused", size_mb=report["size_mb"].pop("int8", None),
+                   reason=(f"label agreement {figures['label_agreement']:.4f} with PyTorch is below the floor "
+                           f"{agreement_floor:g} on {figures['n_compared']} inputs"),
+                   rejected_file=str(failed / INT8_FILE))
+    report["files"].pop("int8", None)
+    report["refused"] = {"int8": figures}
+    report["passed"] = all(v["passed"] for v in report["parity"].values())
+
+
 def export(run_dir: str | Path, out: str | Path, *, quantize: str | None = None, opset: int | None = None,
            agreement_floor: float = 0.99, atol: float = 1e-4, samples: int = 64, max_length: int | None = None,
-           overwrite: bool = False, exporter: str = "optimum") -> dict:
-    """Export RUN_DIR to OUT (see the module docstring); returns the report. Raises ExportError on failure."""
+           overwrite: bool = False, exporter: str = "optimum", require_int8: bool = False) -> dict:
+    """Export RUN_DIR to OUT (see the module docstring); returns the report. Raises ExportError when fp32 fails,
+    and Int8RefusedError (after writing the fp32 export) when int8 fails and `require_int8` is set."""
     run_dir, out = Path(run_dir), Path(out)
     if out.exists() and any(out.iterdir()):
         if not overwrite:
@@ -511,13 +538,20 @@ def export(run_dir: str | Path, out: str | Path, *, quantize: str | None = None,
     }
     report.update(verify_export(run_dir, staging, samples=samples, max_length=max_length, atol=atol,
                                 agreement_floor=agreement_floor, model=model, tokenizer=tokenizer, task=task))
+    int8 = report["parity"].get("int8")
+    refused = bool(int8) and not int8["passed"] and report["parity"]["fp32"]["passed"]
+    if refused:
+        _refuse_int8(report, staging, failed, agreement_floor)
+    report["int8_status"] = "not_requested" if quantize is None else ("refused" if refused else "shipped")
     if report["passed"]:
         check_optimum_load(staging, task)
         report["optimum_loads"] = True
     report["versions"] = _versions()
     report["export_seconds"] = round(time.time() - started, 1)
-    report["status"] = "ok" if report["passed"] else "failed"
+    report["status"] = ("int8_refused" if refused else "ok") if report["passed"] else "failed"
     (staging / REPORT_FILE).write_text(json.dumps(report, indent=2) + "\n")
+    if refused:
+        shutil.copy2(staging / REPORT_FILE, failed / REPORT_FILE)
 
     if not report["passed"]:
         shutil.rmtree(failed, ignore_errors=True)
@@ -527,7 +561,11 @@ def export(run_dir: str | Path, out: str | Path, *, quantize: str | None = None,
     if out.exists():
         shutil.rmtree(out)
     staging.rename(out)
-    shutil.rmtree(failed, ignore_errors=True)
+    if not refused:
+        shutil.rmtree(failed, ignore_errors=True)
+    elif require_int8:
+        raise Int8RefusedError(f"int8 refused: {report['refused']['int8']['reason']}; the fp32 export and its "
+                               f"report were written to {out}, the rejected int8 file is in {failed}")
     return report
 
 
@@ -537,6 +575,9 @@ def _summary(report: dict) -> str:
     for key, p in report["parity"].items():
         lines.append(f"  {key:5s} {p['file']:22s} max|diff|={p['max_abs_diff']:.2e} "
                      f"agreement={p['label_agreement']:.4f} ({p['threshold']}: {'ok' if p['passed'] else 'FAILED'})")
+    for key, p in (report.get("refused") or {}).items():
+        lines.append(f"  {key:5s} {p['file']:22s} max|diff|={p['max_abs_diff']:.2e} "
+                     f"agreement={p['label_agreement']:.4f} ({p['threshold']}: REFUSED, not shipped)")
     return "\n".join(lines)
 
 
@@ -545,6 +586,8 @@ def main(argv=None) -> int:
     p.add_argument("--model", required=True, help="run directory (merged model or adapter/ + label_map.json)")
     p.add_argument("--out", required=True, help="export directory to create")
     p.add_argument("--quantize", choices=["int8"], help="also write an int8 dynamic-quantised model")
+    p.add_argument("--require-int8", action="store_true",
+                   help="exit 1 when int8 misses its agreement floor (the fp32 export is written either way)")
     p.add_argument("--opset", type=int, help="ONNX opset (default: optimum's choice for the architecture)")
     p.add_argument("--agreement-floor", type=float, default=0.99,
                    help="minimum int8 label agreement with PyTorch (default 0.99)")
@@ -572,14 +615,20 @@ def main(argv=None) -> int:
                 print(f"error: parity check failed: {_failure_message(report)}", file=sys.stderr)
                 return 1
             return 0
+        if args.require_int8 and args.quantize != "int8":
+            raise ExportError("--require-int8 needs --quantize int8")
         report = export(args.model, args.out, quantize=args.quantize, opset=args.opset,
                         agreement_floor=args.agreement_floor, atol=args.atol, samples=args.samples,
-                        max_length=args.max_length, overwrite=args.overwrite, exporter=args.exporter)
+                        max_length=args.max_length, overwrite=args.overwrite, exporter=args.exporter,
+                        require_int8=args.require_int8)
     except (ExportError, BaseModelError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     print(_summary(report))
     print(f"exported to {args.out} ({', '.join(report['files'].values())}); report: {Path(args.out) / REPORT_FILE}")
+    if report.get("int8_status") == "refused":
+        print(f"warning: int8 refused ({report['refused']['int8']['reason']}); only fp32 was exported, the rejected "
+              f"int8 file is in {args.out}.failed (pass --require-int8 to make this an error)", file=sys.stderr)
     return 0
 
 

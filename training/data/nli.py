@@ -10,7 +10,10 @@ mapped to a three-way class where the source says what it was (SciTail: "not_ent
 
 Every label mapping is explicit (a dict per dataset); an unknown label value is an error that names the
 dataset and the file, never a silent default. Optional extra fields: `pair_id` (upstream id, namespaced such
-as "mnli:63735n", used to keep evaluation pairs out of training), `domain`.
+as "mnli:63735n", used to keep evaluation pairs out of training), `domain`, `item` (the upstream item a record
+was derived from) and `train_only` (the record never enters the held-out dev/test split).
+
+The Curriculum NLI tasks live in training/data/curriculum.py (registered on import like these).
 
 Evaluation sets (EVAL_SETS) are registered here as adapters too, so that training can load them to remove
 overlapping pairs and eval.explainer can score them; training.explainer refuses them as training sources.
@@ -22,7 +25,7 @@ import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from training.data.base import Adapter, DataError, hub_rows, read_csv, read_json, register
+from training.data.base import Adapter, DataError, hub_rows, read_csv, read_json, read_jsonl, register
 
 ENTAILMENT, NEUTRAL, CONTRADICTION = 0, 1, 2
 NOT_ENTAILMENT = 3  # two-way marker: the gold answer is in {neutral, contradiction}
@@ -275,7 +278,8 @@ def _med(d: Path) -> Iterator[dict]:
                    pair_id=f"med:{r['pairID']}", domain=r["genre"])
 
 
-_nli_adapter("med", [MED_FILE], _med, description="MED monotonicity entailment (two-way)")
+_nli_adapter("med", [MED_FILE], _med,
+             description="MED monotonicity entailment (two-way; an evaluation set, never trained on)")
 
 
 # ---- Hub-only training sets of the published recipe --------------------------------------------------------------
@@ -395,6 +399,62 @@ _nli_adapter("faithdial_audit", FAITHDIAL_FILES, _faithdial,
              description="FaithDial data audit (gold + CTRL/DoHA/GPT2 responses with BEGIN labels)")
 
 
+# ---- CAD: counterfactually-augmented SNLI (three-way minimal pairs) ------------------------------------------------
+
+CAD_DIR = "cad_snli_counterfactual"
+CAD_FILES = {"original": f"{CAD_DIR}/original/train.tsv", "revised_premise": f"{CAD_DIR}/revised_premise/train.tsv",
+             "revised_hypothesis": f"{CAD_DIR}/revised_hypothesis/train.tsv"}
+CAD_LABELS = {"entailment": ENTAILMENT, "neutral": NEUTRAL, "contradiction": CONTRADICTION}
+
+
+def _cad(d: Path) -> Iterator[dict]:
+    """Rows 2i and 2i+1 of each revised file are the two edits of original row i (PROVENANCE.md): every record
+    carries `item` = its original item. The revisions are near-duplicates of each other, so CAD is
+    `train_only` (kept out of the held-out dev/test split, which a row-level split would leak into)."""
+    for variant, rel in CAD_FILES.items():
+        path = d / rel
+        for i, r in enumerate(read_csv(path, delimiter="\t"), 2):
+            item = i - 2 if variant == "original" else (i - 2) // 2
+            yield _rec(r["sentence1"], r["sentence2"], map_label(r["gold_label"], CAD_LABELS, "cad_snli",
+                                                                 f"{path}:{i}"),
+                       pair_id=f"cad:{variant}:{i - 2}", item=f"cad:{item}", domain=variant, train_only=True)
+
+
+_nli_adapter("cad_snli", list(CAD_FILES.values()), _cad,
+             description="Counterfactually-augmented SNLI (Kaushik et al. 2020): 1,666 SNLI-train pairs + 2 premise "
+                         "and 2 hypothesis edits each that flip the label (three-way; train-only)")
+
+
+# ---- WiCE: Wikipedia claims against the cited web page (grounding evaluation) -------------------------------------
+
+WICE_FILES = {s: f"wice/entailment_retrieval_claim/{s}.jsonl" for s in ("dev", "test")}
+# Claim-level labels: a claim is supported only when the cited page supports all of it; "partially_supported"
+# and "not_supported" are both "not supported" for grounding (two-way: the page rarely contradicts a claim, it
+# just does not say it).
+WICE_LABELS = {"supported": ENTAILMENT, "partially_supported": NOT_ENTAILMENT, "not_supported": NOT_ENTAILMENT}
+
+
+def _wice(d: Path, split: str) -> Iterator[dict]:
+    """Premise = the whole cited page (evidence sentences, the `(meta data)` title/date lines dropped), so the
+    score includes finding the evidence (premise windows ranked by overlap, as in inference), not the oracle
+    `supporting_sentences`."""
+    path = d / WICE_FILES[split]
+    for i, r in enumerate(read_jsonl(path), 1):
+        evidence = [e for e in r.get("evidence", []) if not str(e).startswith("(meta data)")]
+        if not evidence or not str(r.get("claim", "")).strip():
+            raise DataError(f"wice_{split}: {path}:{i}: record without claim or evidence")
+        yield _rec("\n".join(str(e) for e in evidence), r["claim"],
+                   map_label(r["label"], WICE_LABELS, f"wice_{split}", f"{path}:{i}"),
+                   pair_id=f"wice:{r.get('meta', {}).get('id', f'{split}{i}')}", domain=f"wice_{r['label']}")
+
+
+_nli_adapter("wice_test", [WICE_FILES["test"]], lambda d: _wice(d, "test"),
+             description="WiCE claim-level test (358 Wikipedia claims vs the cited page; supported vs not: grounding "
+                         "evaluation)")
+_nli_adapter("wice_dev", [WICE_FILES["dev"]], lambda d: _wice(d, "dev"),
+             description="WiCE claim-level dev (349 claims; registered for threshold tuning, not used by the recipes)")
+
+
 # ---- evaluation sets ---------------------------------------------------------------------------------------------
 
 # name -> kind: "three_way" sets report 3-class accuracy / macro-F1; "binary" sets report supported vs not.
@@ -409,7 +469,13 @@ EVAL_SETS = {
     "rte_dev": "binary",
     "summedits_test": "binary",
     "begin_test": "binary",
+    "wice_test": "binary",
+    "med": "binary",  # monotonicity (two-way); Curriculum's monotonicity_infer val copies it, so it is never trained on
 }
 # The sets of the issue's evaluation protocol: failing to load one of them stops training (no silent leak).
 CORE_EVAL_SETS = ["mnli_dev_matched", "mnli_dev_mismatched", "snli_test", "anli_r1_dev", "anli_r2_dev",
                   "anli_r3_dev"]
+# Evaluation sets a recipe may train on instead (issue 12: no MNLI train split exists locally). Such a set leaves
+# the evaluation index only while it is an active training source, and eval.explainer then skips it for that
+# run (the README reports MNLI dev-matched only).
+TRAINABLE_EVAL_SETS = ["mnli_dev_mismatched"]

@@ -1,5 +1,10 @@
 """Prompt adapters for the Sentinel: `{"text", "label", "source"}` records.
 
+The labelling rule every adapter follows is written down in docs/sentinel.md: a prompt needs fact-checking when
+its answer asserts checkable facts about the world (who / what / when / where / how many, definitions,
+explanations of real things, advice resting on facts); creative writing, role-play, code, math and logic,
+rewriting of given text, opinions and hypotheticals / counterfactuals do not.
+
 label 1 = FACT_CHECK_NEEDED (fact-seeking prompts), 0 = NO_FACT_CHECK_NEEDED (creative, coding, rewriting).
 Each adapter's label comes from what the dataset *is* (a QA benchmark, a creative-writing corpus), never from
 a guess about a single row, except where the docstring says a written rule selects rows (Alpaca, WizardLM).
@@ -216,9 +221,13 @@ _prompt_adapter(
     "CodeSearchNet queries (local) / docstrings (Hub) as coding tasks",
 )
 
-# WizardLM test skills that are non-factual by nature; the rest (Biology, History, Law, ...) are not used.
+# WizardLM test skills that are non-factual by nature (docs/sentinel.md: counterfactuals are negatives); the
+# rest (Biology, History, Law, ...) are in WIZARDLM_FACTUAL_SKILLS, and mixed skills (Reasoning, Common-Sense,
+# Computer Science, Multilingual, Ethics, Philosophy, Toxicity) are in neither. Both WizardLM adapters are
+# out-of-distribution tests: the offline recipe never trains on them.
 WIZARDLM_NEGATIVE_SKILLS = {
     "Writting", "Code Generation", "Code Debug", "Roleplay", "Complex Format", "Academic Writing", "Math",
+    "Counterfactual",
 }
 _prompt_adapter(
     "wizardlm_nonfactual", NEG, ["chat_eval_prompts/WizardLM_testset.jsonl"],
@@ -248,4 +257,194 @@ _prompt_adapter(
                for r in read_jsonl(d / "chat_eval_prompts/WizardLM_testset.jsonl")
                if r["Skill"] in WIZARDLM_FACTUAL_SKILLS),
     description=f"WizardLM test prompts with skill in {sorted(WIZARDLM_FACTUAL_SKILLS)}",
+)
+
+
+# ---- more local sources (docs/sentinel.md) -------------------------------------------------------------------
+
+def _haluquestqa(d: Path):
+    for r in read_csv(d / "haluquestqa/HaluQuestQA.csv", delimiter="\t"):
+        q = (r.get("question_text") or "").strip()
+        if q:
+            yield _rec(q, POS, category=r.get("category", ""))
+
+
+_prompt_adapter(
+    "haluquestqa_questions", POS, ["haluquestqa/HaluQuestQA.csv"], _haluquestqa,
+    description="HaluQuestQA long-form 'explain like I'm five' questions (why / how explanations of real things)",
+)
+
+
+def _foundry_questions(d: Path, rel: str):
+    for r in read_jsonl(d / "llm_foundry_eval_local_data" / rel):
+        yield re.sub(r"^Question:\s*", "", r["query"]).strip(), r
+
+
+_prompt_adapter(
+    "arc", POS, ["llm_foundry_eval_local_data/world_knowledge/arc_easy.jsonl",
+                 "llm_foundry_eval_local_data/world_knowledge/arc_challenge.jsonl"],
+    lambda d: (_rec(q, POS) for rel in ("world_knowledge/arc_easy.jsonl", "world_knowledge/arc_challenge.jsonl")
+               for q, _ in _foundry_questions(d, rel)),
+    description="ARC easy + challenge grade-school science questions",
+)
+
+
+def _boolq(d: Path):
+    for q, _ in _foundry_questions(d, "reading_comprehension/boolq.jsonl"):
+        passage, _, question = q.rpartition("\nQuestion:")
+        passage = re.sub(r"^Passage:\s*", "", passage).strip()
+        question = question.strip().rstrip("?") + "?"
+        if passage and question:
+            # question first: a passage-first prompt longer than the model's max_length would lose the question
+            yield _rec(f"{question[:1].upper()}{question[1:]}\n\nAnswer from this passage: {passage}", POS)
+
+
+_prompt_adapter(
+    "boolq", POS, ["llm_foundry_eval_local_data/reading_comprehension/boolq.jsonl"], _boolq,
+    description="BoolQ yes/no questions followed by their pasted Wikipedia passage",
+)
+
+
+def _misconceptions(d: Path):
+    for q, _ in _foundry_questions(d, "world_knowledge/bigbench_misconceptions.jsonl"):
+        m = re.search(r"\nQ:\s*(.+?)\nA:", q, re.DOTALL)
+        if m:
+            yield _rec(f"Is this true or false? {m.group(1).strip()}", POS)
+
+
+_prompt_adapter(
+    "bigbench_misconceptions", POS, ["llm_foundry_eval_local_data/world_knowledge/bigbench_misconceptions.jsonl"],
+    _misconceptions, description="BIG-bench misconceptions: is this statement true? (fact verification)",
+)
+
+# MMLU subjects by the rule: math and formal logic are negatives (the answer is derived, not looked up); the
+# knowledge subjects are positives; physics / chemistry calculations and the ethics subjects are in neither.
+MMLU_NEGATIVE_SUBJECTS = {
+    "abstract_algebra", "college_mathematics", "elementary_mathematics", "high_school_mathematics",
+    "high_school_statistics", "formal_logic",
+}
+MMLU_EXCLUDED_SUBJECTS = {
+    "college_physics", "high_school_physics", "conceptual_physics", "college_chemistry", "high_school_chemistry",
+    "moral_scenarios", "moral_disputes", "business_ethics", "econometrics", "machine_learning",
+    "college_computer_science", "high_school_computer_science", "electrical_engineering", "professional_accounting",
+}
+
+
+def _mmlu(d: Path, negative: bool):
+    for path in sorted((d / "mmlu/data/test").glob("*_test.csv")):
+        subject = path.name[: -len("_test.csv")]
+        if subject in MMLU_EXCLUDED_SUBJECTS or (subject in MMLU_NEGATIVE_SUBJECTS) != negative:
+            continue
+        for row in read_csv(path, fieldnames=["q", "a", "b", "c", "d", "answer"]):
+            options = " ".join(f"{k}) {row[k.lower()].strip()}" for k in "ABCD")
+            yield _rec(f"{row['q'].strip()}\n{options}", NEG if negative else POS, subject=subject)
+
+
+_prompt_adapter(
+    "mmlu_knowledge", POS, ["mmlu/data/test"], lambda d: _mmlu(d, negative=False),
+    description="MMLU test questions (with their options) from the knowledge subjects (history, law, medicine, ...)",
+)
+_prompt_adapter(
+    "mmlu_math", NEG, ["mmlu/data/test"], lambda d: _mmlu(d, negative=True),
+    description=f"MMLU test questions from the math and formal-logic subjects {sorted(MMLU_NEGATIVE_SUBJECTS)}",
+)
+
+
+# Dolly-15k (local copy: instruction + context, no category column). Rows are labelled by the written rule
+# `dolly_label` (docs/sentinel.md); rows it cannot decide (recommendations, "best X", open advice) are dropped.
+_CREATIVE_OBJECTS = (
+    r"(stor(y|ies)|poems?|haikus?|limericks?|sonnets?|songs?|lyrics|raps?|jokes?|letters?|e-?mails?|tweets?|"
+    r"posts?|speech|press release|ad|advertisement|slogan|script|dialogue|scene|fable|tale|toast|invitation|"
+    r"pitch|cover letter|product description|review|essay|blog|riddle|greeting|message|note|bio)"
+)
+_DOLLY_NEG_PATTERNS = [
+    rf"^(please\s+)?(write|compose|draft|create|generate|pen)\b.{{0,60}}\b{_CREATIVE_OBJECTS}\b",
+    r"^(please\s+)?(brainstorm|imagine|pretend|suppose|invent|come up with|think of|make up)\b",
+    r"\b(ideas? (for|on|about|to)|give me (some )?ideas|suggest (some |a )?names?)\b",
+    r"\bwhat if\b", r"\bwhat would (happen|you do|it be like|the world)\b", r"\bif you (were|could|had)\b",
+    r"\bhypothetical", r"\bin an alternate\b",
+    r"\b(your favou?rite|what do you think|do you (think|like|prefer|believe)|in your opinion|would you rather)\b",
+    r"^(you are|act as|play the role|role-?play)\b",
+    r"^(please\s+)?(rewrite|paraphrase|rephrase|reword|proofread|edit|shorten|translate)\b",
+]
+_DOLLY_DROP_PATTERNS = [
+    r"\b(best|worst|greatest|favou?rite|should i|should we|i should|recommend|tips?|advice|how (can|do|should) i)\b",
+    r"\b(ways|things|ideas|activities|places|reasons|gifts?|names) (to|for|that|you|i|we)\b",  # brainstorming
+    r"\b(top \d+|top (three|five|ten))\b",
+]
+_DOLLY_POS_PATTERNS = [
+    r"^(who|what|when|where|which|whose|whom|why|how (many|much|long|old|far|big|tall|does|do|did|is|are|was|were))\b",
+    r"^(is|are|was|were|does|do|did|has|have|can)\b.+\?\s*$",
+    (r"^(tell me (about|what|who|when|where|how|why|which)|explain|describe|define|summari[sz]e|name|list|identify|"
+    r"classify|extract|give me (a|the) (list|summary|definition|history))\b"),
+    r"^(from|based on|given|using) (the|this) (passage|paragraph|text|reference)",
+]
+
+
+def dolly_label(instruction: str, context: str = "") -> int | None:
+    """POS / NEG by the written rule, or None when the row is left out (docs/sentinel.md, Dolly)."""
+    text = re.sub(r"\s+", " ", instruction).strip().lower()
+    text = re.sub(r"^(can|could|would|will) you (please )?|^please ", "", text)  # "Can you write ...?" = "Write ..."
+    if not text:
+        return None
+    if any(re.search(p, text) for p in _DOLLY_NEG_PATTERNS):
+        return NEG
+    if any(re.search(p, text) for p in _DOLLY_DROP_PATTERNS):
+        return None
+    if any(re.search(p, text) for p in _DOLLY_POS_PATTERNS):
+        return POS
+    return None
+
+
+_DOLLY_FILES = ["output1to1000.csv", "output1001to2000.csv", "output2001to3000.csv", "output3001to5000.csv",
+                "output5001to10000.csv", "output10001to15000.csv"]
+
+
+def _dolly_local(d: Path, label: int):
+    for f in _DOLLY_FILES:
+        for r in read_csv(d / "dolly15k_instructions_restyled" / f):
+            instr, ctx = (r.get("instruction") or "").strip(), (r.get("context") or "").strip()
+            if dolly_label(instr, ctx) == label:  # `output` is a restyled rewrite: never read
+                yield _rec(f"{instr}\n\n{ctx}" if ctx else instr, label, has_context=bool(ctx))
+
+
+_prompt_adapter(
+    "dolly_factual", POS, [f"dolly15k_instructions_restyled/{f}" for f in _DOLLY_FILES],
+    lambda d: _dolly_local(d, POS),
+    description="Dolly-15k human instructions (+ pasted context) labelled fact-seeking by dolly_label",
+)
+_prompt_adapter(
+    "dolly_nonfactual", NEG, [f"dolly15k_instructions_restyled/{f}" for f in _DOLLY_FILES],
+    lambda d: _dolly_local(d, NEG),
+    description="Dolly-15k human instructions labelled non-factual (creative, hypothetical, opinion) by dolly_label",
+)
+
+
+# MT-Bench and Vicuna-Bench (lm-sys/FastChat): categorised chat prompts. shared/data/chat_eval_prompts keeps them
+# back as a held-out test set, so these adapters read them only where the files exist; never trained on.
+# Categories map to labels by the rule; the rest (MT-Bench extraction, Vicuna generic / common-sense / fermi) are
+# left out as mixed.
+MT_BENCH_LABELS = {"stem": POS, "humanities": POS, "writing": NEG, "roleplay": NEG, "reasoning": NEG,
+                   "math": NEG, "coding": NEG}
+VICUNA_BENCH_LABELS = {"knowledge": POS, "counterfactual": NEG, "roleplay": NEG, "writing": NEG, "coding": NEG,
+                       "math": NEG}
+
+
+def _fastchat(d: Path, file: str, labels: dict[str, int], label: int | None):
+    for r in read_jsonl(d / "chat_eval_prompts" / file):
+        lab = labels.get(r.get("category", ""))
+        if lab is not None and (label is None or lab == label):
+            turns = r.get("turns") or [r.get("text", "")]
+            yield _rec(turns[0], lab, category=r["category"])
+
+
+_prompt_adapter(
+    "mt_bench", POS, ["chat_eval_prompts/mt_bench_question.jsonl"],
+    lambda d: _fastchat(d, "mt_bench_question.jsonl", MT_BENCH_LABELS, None),
+    description=f"MT-Bench first turns, labelled by category {MT_BENCH_LABELS} (held-out test; both labels)",
+)
+_prompt_adapter(
+    "vicuna_bench", POS, ["chat_eval_prompts/vicuna_bench_question.jsonl"],
+    lambda d: _fastchat(d, "vicuna_bench_question.jsonl", VICUNA_BENCH_LABELS, None),
+    description=f"Vicuna-Bench prompts, labelled by category {VICUNA_BENCH_LABELS} (held-out test; both labels)",
 )

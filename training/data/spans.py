@@ -4,8 +4,9 @@
 faithful answer. Adapters return what the dataset says; `clean_span_records` then validates every record
 with inference.spans.check_spans and reports problems (with ids) instead of dropping them silently.
 
-RAGTruth test data (`ragtruth_test`, `ragtruth_test_subset`) is evaluation-only: `extra["eval_only"]` makes
-training refuse it.
+The full RAGTruth test split (`ragtruth_test`) is evaluation-only: `extra["eval_only"]` makes training refuse
+it. The local subset (`ragtruth_test_subset`) may be trained on (its PROVENANCE.md: the responses of the sources
+kept back for evaluation were removed); split it by `source_id`.
 """
 
 from __future__ import annotations
@@ -159,8 +160,8 @@ _span_adapter("ragtruth_test", [], lambda d: load_ragtruth(d, "test"),
 _span_adapter("ragtruth_test_subset", ["ragtruth_test_subset/test_balanced.jsonl",
                                        "ragtruth_test_subset/gpt_baseline_predictions.jsonl"],
               load_ragtruth_test_subset,
-              description="902 RAGTruth test responses with gold spans (local subset; evaluation only)",
-              eval_only=True)
+              description=("local RAGTruth responses with gold spans (829; 656 with their context). May be trained "
+                           "on: RAGTruth responses from other sources are kept back for evaluation (PROVENANCE.md)"))
 
 
 # ---- FaithBench -------------------------------------------------------------------------------------------

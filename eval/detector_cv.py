@@ -1,0 +1,216 @@
+"""K-fold cross-validation of the Detector recipe, grouped by source (`python -m eval.detector --cv 5 ...`).
+
+Protocol (small in-domain data, no test set to spare):
+- the folded source's records (default: the local RAGTruth responses) are grouped by `source_id` (about six
+  responses share one context) and the groups dealt into K folds by a seeded shuffle: no source is in two folds;
+- fold k's model trains on the other folds (plus every other source of the recipe), exactly as
+  `training.detector` trains the shipped model: 15% of the training sources (recipe `data.split.dev`) select the
+  checkpoint and calibrate the runtime (aggregation, grounding combiner, threshold), never fold k;
+- fold k is scored through the runtime (inference.detect), next to reference rows computed on the same records:
+  the detector alone (its own calibration without the combiner), flag-everything, lexical, grounding rule.
+
+Writes OUT/fold-k/ (run dir + fold_metrics.json; a rerun resumes finished folds), OUT/metrics.json (mean and
+standard deviation over folds of every figure), OUT/predictions.jsonl (every response, out of fold, with its
+score) and OUT/report.md.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import shutil
+import statistics
+import time
+from pathlib import Path
+
+from training.data.spans import SpanDataReport
+from training.span_metrics import detection_metrics
+
+log = logging.getLogger("halugate.eval.detector")
+
+LEVELS = ("example", "span", "token")
+ROWS = ("detector", "detector_without_combiner", "flag_everything", "lexical", "grounding_rule")
+
+
+def fold_of_sources(records: list[dict], k: int, seed: int) -> dict[str, int]:
+    """source group key -> fold, groups dealt round-robin after a seeded shuffle (sizes differ by one group)."""
+    from training.detector import group_key
+
+    keys = sorted({group_key(r) for r in records})
+    random.Random(f"cv:{seed}").shuffle(keys)
+    return {key: i % k for i, key in enumerate(keys)}
+
+
+def _flat(levels: dict) -> dict[str, float]:
+    """{"example_f1": ..., "span_precision": ..., "Summary/span_f1": ...} from detection_metrics output."""
+    out = {}
+    for lvl in LEVELS:
+        for metric in ("precision", "recall", "f1"):
+            out[f"{lvl}_{metric}"] = levels[lvl]["overall"][metric]
+            for task, m in levels[lvl]["by_task_type"].items():
+                out[f"{task}/{lvl}_{metric}"] = m.get(metric, 0.0)
+    return out
+
+
+def _mean_std(values: list[float]) -> dict:
+    return {"mean": statistics.fmean(values), "std": statistics.stdev(values) if len(values) > 1 else 0.0,
+            "folds": [round(v, 4) for v in values]}
+
+
+def run_fold(cfg, fold: int, train_recs: list[dict], test_recs: list[dict], out: Path) -> dict:
+    from eval.detector import baseline_items, prediction_rows
+    from training.detector import group_split, train_and_calibrate
+    from training.detector_scoring import evaluate, runtime_gate
+    from training.trainer import write_json
+
+    done = out / "fold_metrics.json"
+    if done.is_file():
+        log.info("fold %d: done already (%s)", fold, done)
+        return json.loads(done.read_text())
+    out.mkdir(parents=True, exist_ok=True)
+    s = cfg.data.split
+    fit, calib, _ = group_split(train_recs, (1 - s.dev, s.dev, 0.0), cfg.run.seed)
+    log.info("fold %d: %d train / %d calibration / %d test records", fold, len(fit), len(calib), len(test_recs))
+    cfg.run.output_dir = str(out)
+    started = time.time()
+    train_info = train_and_calibrate(cfg, fit, calib, out, SpanDataReport())
+    train_info.pop("window_line", None)
+    seconds = time.time() - started
+    shutil.rmtree(out / "checkpoints", ignore_errors=True)  # the final weights are at the top of the run dir
+
+    gate = runtime_gate(out)
+    result, preds = evaluate(gate, test_recs)
+    rows = {"detector": result["levels"]}
+    alone = train_info["calibration_candidates"]
+    if gate.detector_calibration.combiner is not None and "off" in cfg.calibration.combiner:
+        # the same model and calibration split, the best calibration without the grounding combiner
+        from training.detector_scoring import calibrate
+
+        cal, _ = calibrate(out, calib, cfg.calibration.window_aggregation, ["off"])
+        alone_result, _ = evaluate(runtime_gate(out, calibration=cal), test_recs)
+        rows["detector_without_combiner"], auroc_alone = alone_result["levels"], alone_result["auroc"]
+    else:
+        rows["detector_without_combiner"], auroc_alone = result["levels"], result["auroc"]
+    for kind in ("flag_everything", "lexical", "grounding_rule"):
+        rows[kind] = detection_metrics(baseline_items(test_recs, preds, kind))
+    fold_result = {"fold": fold, "n_test": len(test_recs), "n_scored": result["n_scored"],
+                   "n_skipped": result["n_skipped"], "skipped": result["skipped"], "rows": rows,
+                   "auroc": result["auroc"], "auroc_without_combiner": auroc_alone,
+                   "calibration": train_info["calibration"], "calibration_candidates": alone,
+                   "train_size": train_info["train_size"], "augmentation": train_info["augmentation"],
+                   "training_windows": train_info["training_windows"], "train_seconds": train_info["train_seconds"],
+                   "fold_seconds": round(seconds, 1), "global_steps": train_info["global_steps"]}
+    with open(out / "predictions.jsonl", "w", encoding="utf-8") as fh:
+        fh.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in prediction_rows(test_recs, preds, fold=fold))
+    write_json(done, fold_result)
+    return fold_result
+
+
+def summarize(folds: list[dict]) -> dict:
+    summary: dict = {"rows": {}, "auroc": {}, "auroc_without_combiner": {}}
+    for row in ROWS:
+        flat = [_flat(f["rows"][row]) for f in folds]
+        keys = sorted(set().union(*flat))
+        summary["rows"][row] = {k: _mean_std([fl.get(k, 0.0) for fl in flat]) for k in keys}
+    for key in ("auroc", "auroc_without_combiner"):
+        tasks = sorted(set().union(*(f[key] for f in folds)))
+        summary[key] = {t: _mean_std([f[key][t] for f in folds if f[key].get(t) is not None]) for t in tasks}
+    return summary
+
+
+def write_cv_report(path: Path, result: dict) -> None:
+    from eval.detector import PUBLISHED
+
+    rows, k = result["summary"]["rows"], result["k"]
+    names = {"detector": "**Detector (shipped procedure: model + calibrated grounding combiner)**",
+             "detector_without_combiner": "Detector alone (same model, calibrated without the combiner)",
+             "flag_everything": "flag everything", "lexical": "lexical (answer words absent from context)",
+             "grounding_rule": "grounding rule (numbers / names absent from context)"}
+
+    def cell(row, key):
+        m = rows[row].get(key)
+        return "-" if m is None else f"{100 * m['mean']:.1f} ± {100 * m['std']:.1f}"
+
+    intro = (f"Recipe `{result['config']}`, folded source `{result['source']}`: {result['n_records']} responses, "
+             f"{result['n_groups']} sources. Each fold's model never saw its fold's sources; calibration "
+             f"(threshold, aggregation, combiner) used 15% of the training sources only. Mean ± standard deviation "
+             f"over folds, %. Command: `{result['command']}`. Hardware: {result['hardware']}. "
+             f"Wall time {result['seconds'] / 60:.0f} min.")
+    lines = [f"# Detector {k}-fold cross-validation, grouped by source", "", intro, "",
+             "| | example P | example R | example F1 | span P | span R | span F1 | token P | token R | token F1 |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for row in ROWS:
+        cells = [cell(row, f"{lvl}_{m}") for lvl in LEVELS for m in ("precision", "recall", "f1")]
+        lines.append(f"| {names[row]} | " + " | ".join(cells) + " |")
+    tasks = sorted(t for t in result["summary"]["auroc"] if t != "overall")
+    lines += ["", "## By task type (F1, %, mean ± std: example / span)", "",
+              "| | " + " | ".join(tasks) + " |", "|---|" + "---|" * len(tasks)]
+    for row in ROWS:
+        lines.append(f"| {names[row]} | " + " | ".join(
+            f"{cell(row, f'{t}/example_f1')} / {cell(row, f'{t}/span_f1')}" for t in tasks) + " |")
+    au, au0 = result["summary"]["auroc"], result["summary"]["auroc_without_combiner"]
+    lines += ["", "## Example-level AUROC (per-answer score = highest token probability), mean ± std", "",
+              "| | overall | " + " | ".join(tasks) + " |", "|---|---|" + "---|" * len(tasks)]
+    for name, a in (("Detector (shipped)", au), ("Detector alone", au0)):
+        lines.append(f"| {name} | " + " | ".join(
+            f"{a[t]['mean']:.3f} ± {a[t]['std']:.3f}" if t in a else "-" for t in ["overall", *tasks]) + " |")
+    lines += ["", "## Per fold", "", "| fold | test | train examples | steps | train min | calibration |",
+              "|---|---|---|---|---|---|"]
+    for f in result["folds"]:
+        c = f["calibration"] or {}
+        lines.append(f"| {f['fold']} | {f['n_scored']} | {f['train_size']} | {f['global_steps']} | "
+                     f"{f['train_seconds'] / 60:.1f} | threshold {c.get('threshold')}, {c.get('window_aggregation')}"
+                     f", combiner {'on' if c.get('combiner') else 'off'} |")
+    lines += ["", "## Published RAGTruth figures (full test split; quoted, not computed here)", "",
+              "| model | example F1 | span F1 |", "|---|---|---|",
+              *[f"| {n} | {e} | {s if s is not None else '-'} |" for n, e, s in PUBLISHED], ""]
+    path.write_text("\n".join(lines), encoding="utf-8")
+
+
+def run_cv(config: str, k: int, out: Path, data_dir=None, source: str = "ragtruth_test_subset",
+           folds: list[int] | None = None, overrides: list[str] | None = None, command: str = "") -> dict:
+    import copy
+
+    from training.classify import hardware
+    from training.cli import resolve_config_file
+    from training.data.base import DataError, resolve_data_dir
+    from training.detector import DetectorConfig, group_key, load_mixture
+    from training.trainer import setup_run, write_json
+
+    if k < 2:
+        raise DataError("--cv: K must be at least 2")
+    cfg = resolve_config_file(DetectorConfig, config, overrides, data_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    setup_run(cfg, out)  # resolved recipe + log file of the whole CV
+    started = time.time()
+    records, _ = load_mixture(cfg, resolve_data_dir(cfg.run.data_dir), SpanDataReport())
+    folded = [r for r in records if r["source"] == source]
+    others = [r for r in records if r["source"] != source]
+    if not folded:
+        raise DataError(f"--cv-source {source}: not among the recipe's data.sources")
+    assignment = fold_of_sources(folded, k, cfg.run.seed)
+    results = []
+    for fold in range(k):
+        test = [r for r in folded if assignment[group_key(r)] == fold]
+        train = others + [r for r in folded if assignment[group_key(r)] != fold]
+        if folds and fold not in folds and not (out / f"fold-{fold}" / "fold_metrics.json").is_file():
+            continue
+        results.append(run_fold(copy.deepcopy(cfg), fold, train, test, out / f"fold-{fold}"))
+    result = {"config": config, "source": source, "k": k, "n_records": len(folded),
+              "n_groups": len(set(assignment)), "folds_done": [f["fold"] for f in results],
+              "command": command, "hardware": hardware(), "seconds": round(time.time() - started, 1),
+              "summary": summarize(results) if results else {}, "folds": results}
+    write_json(out / "metrics.json", result)
+    with open(out / "predictions.jsonl", "w", encoding="utf-8") as fh:
+        fh.writelines((out / f"fold-{f['fold']}" / "predictions.jsonl").read_text(encoding="utf-8") for f in results)
+    if results:
+        write_cv_report(out / "report.md", result)
+        det = result["summary"]["rows"]["detector"]
+        print(f"{len(results)}/{k} folds: example F1 {det['example_f1']['mean']:.4f}  span F1 "
+              f"{det['span_f1']['mean']:.4f}  token F1 {det['token_f1']['mean']:.4f}  AUROC "
+              + ", ".join(f"{t} {v['mean']:.3f}" for t, v in result["summary"]["auroc"].items())
+              + f"; report: {out / 'report.md'}")
+    return result
+
+

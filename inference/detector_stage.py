@@ -1,0 +1,190 @@
+"""The Detector stage: windows -> token probabilities -> calibrated combination with grounding signals -> spans.
+
+This is the one scoring path: `HaluGate` runs it, and `eval.detector` scores models through it (torch or ONNX
+runner alike), so evaluation figures describe the detector that ships.
+
+    scores = score_answers(runner, jobs, settings, calibration)     # one batched model call for all windows
+    spans = scores_to_spans(job.answer, scores[i], settings, calibration)
+
+Calibration (`detector.json` next to the model, key "calibration", written by training.detector from a
+held-out calibration split, never from a test set):
+
+    {"threshold": 0.42, "window_aggregation": "min",
+     "combiner": {"features": ["model_logit", "number_unsupported", ...], "coef": [...], "intercept": -1.3}}
+
+The combiner is a logistic regression over the model's logit and the grounding features of
+inference.grounding (plus task-type indicators): P = sigmoid(coef . x + intercept). Without a combiner the
+model's probability is used as it is. `DetectorSettings.use_model_calibration` (default true) lets the config
+ignore a model's calibration.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from inference.grounding import FEATURES, ContextIndex, grounding_features
+from inference.spans import TASK_TYPES, DetectorInput, answer_token_probs, token_probs_to_spans
+
+log = logging.getLogger("halugate.inference")
+
+CALIBRATION_FILE = "detector.json"
+MODEL_FEATURE = "model_logit"
+TASK_FEATURES = tuple(f"task={t}" for t in TASK_TYPES)
+ALL_FEATURES = (MODEL_FEATURE, *FEATURES, *TASK_FEATURES)
+# What training.detector fits by default: the word- and sentence-level absences spread a flag over whole
+# sentences (they help example-level detection but blur localisation), so only exact, local signals are used.
+DEFAULT_COMBINER_FEATURES = (MODEL_FEATURE, "number_unsupported", "entity_unsupported", "function_word",
+                             *TASK_FEATURES)
+_EPS = 1e-6
+
+
+def logit(p: np.ndarray) -> np.ndarray:
+    p = np.clip(np.asarray(p, dtype=np.float64), _EPS, 1 - _EPS)
+    return np.log(p / (1 - p))
+
+
+@dataclass
+class Combiner:
+    """Logistic regression over named token features (see ALL_FEATURES)."""
+
+    features: list[str]
+    coef: list[float]
+    intercept: float
+
+    def __post_init__(self):
+        unknown = sorted(set(self.features) - set(ALL_FEATURES))
+        if unknown or len(self.coef) != len(self.features):
+            raise ValueError(f"combiner: unknown features {unknown} or {len(self.coef)} coefficients for "
+                             f"{len(self.features)} features")
+
+    def apply(self, design: np.ndarray) -> np.ndarray:
+        z = design @ np.asarray(self.coef, dtype=np.float64) + self.intercept
+        return 1.0 / (1.0 + np.exp(-z))
+
+
+def design_matrix(model_probs: np.ndarray, grounding: np.ndarray, task_type: str | None,
+                  features: list[str] | tuple[str, ...] = ALL_FEATURES) -> np.ndarray:
+    """Token feature matrix (n_tokens, len(features)) in the combiner's column order."""
+    n = len(model_probs)
+    cols = {MODEL_FEATURE: logit(model_probs)}
+    for j, name in enumerate(FEATURES):
+        cols[name] = grounding[:, j].astype(np.float64) if n else np.zeros(0)
+    for t, name in zip(TASK_TYPES, TASK_FEATURES):
+        cols[name] = np.full(n, float(task_type == t))
+    return np.stack([cols[f] for f in features], axis=1) if n else np.zeros((0, len(features)))
+
+
+@dataclass
+class Calibration:
+    threshold: float | None = None
+    window_aggregation: str | None = None
+    combiner: Combiner | None = None
+    source: str = ""  # where it was read from
+
+    @classmethod
+    def from_dict(cls, data: dict | None, source: str = "") -> Calibration:
+        if not data:
+            return cls(source=source)
+        comb = data.get("combiner")
+        return cls(threshold=data.get("threshold"), window_aggregation=data.get("window_aggregation"),
+                   combiner=Combiner(**comb) if comb else None, source=source)
+
+    @classmethod
+    def from_model_dir(cls, model_dir: str | Path | None) -> Calibration:
+        path = Path(model_dir) / CALIBRATION_FILE if model_dir else None
+        if path is None or not path.is_file():
+            return cls()
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            return cls.from_dict(data.get("calibration"), str(path))
+        except (OSError, ValueError, TypeError) as exc:
+            raise ValueError(f"{path}: unreadable calibration ({exc})") from None
+
+    def to_dict(self) -> dict:
+        out: dict = {"threshold": self.threshold, "window_aggregation": self.window_aggregation}
+        if self.combiner is not None:
+            out["combiner"] = {"features": list(self.combiner.features), "coef": list(self.combiner.coef),
+                               "intercept": self.combiner.intercept}
+        return out
+
+
+@dataclass
+class DetectorJob:
+    """One answer to score: its windows (inference.windowing.detector_windows) and the texts."""
+
+    windows: list[DetectorInput]
+    answer: str
+    context: str
+    question: str | None = None
+    task_type: str | None = None
+
+
+@dataclass
+class DetectorScores:
+    answer_offsets: list[tuple[int, int]]
+    model_probs: np.ndarray  # P(hallucinated) per answer token from the model, windows aggregated
+    probs: np.ndarray  # after the combiner (== model_probs without one)
+    grounding: np.ndarray = field(default_factory=lambda: np.zeros((0, len(FEATURES))))
+    windows: int = 0
+
+    @property
+    def score(self) -> float:
+        """Example-level score: the highest token probability (0 for an empty answer)."""
+        return float(self.probs.max()) if len(self.probs) else 0.0
+
+
+def effective(settings, calibration: Calibration | None) -> tuple[float, str, Combiner | None]:
+    """(threshold, window aggregation, combiner) after applying the model's calibration when allowed."""
+    cal = calibration if (calibration is not None and getattr(settings, "use_model_calibration", True)) else None
+    threshold = cal.threshold if cal and cal.threshold is not None else settings.threshold
+    aggregation = cal.window_aggregation if cal and cal.window_aggregation else settings.window_aggregation
+    return threshold, aggregation, cal.combiner if cal else None
+
+
+def aggregate(per_window: list[np.ndarray], how: str) -> np.ndarray:
+    stacked = np.stack([np.asarray(p, dtype=np.float64) for p in per_window])
+    if how == "min":
+        return stacked.min(axis=0)
+    if how == "mean":
+        return stacked.mean(axis=0)
+    return stacked.max(axis=0)
+
+
+def score_answers(runner, jobs: list[DetectorJob], settings, calibration: Calibration | None = None,
+                  hallucinated_id: int = 1) -> list[DetectorScores]:
+    """Run every window of every job in one batched runner call; combine per token; apply the combiner."""
+    from inference.backends import Features
+
+    _, aggregation, combiner = effective(settings, calibration)
+    feats = [Features(w.input_ids, w.token_type_ids) for job in jobs for w in job.windows]
+    logits = runner.logits(feats) if feats else []
+    out, pos = [], 0
+    for job in jobs:
+        per_window = []
+        for w in job.windows:
+            per_window.append(answer_token_probs(logits[pos], w, hallucinated_id))
+            pos += 1
+        offsets = list(job.windows[0].answer_offsets) if job.windows else []
+        model_probs = aggregate(per_window, aggregation) if offsets else np.zeros(0)
+        grounding = grounding_features(job.answer, job.context, job.question, offsets,
+                                       ContextIndex(f"{job.context}\n{job.question or ''}"))
+        probs = model_probs
+        if combiner is not None and len(offsets):
+            probs = combiner.apply(design_matrix(model_probs, grounding, job.task_type, combiner.features))
+        out.append(DetectorScores(offsets, model_probs, probs, grounding, len(job.windows)))
+    return out
+
+
+def scores_to_spans(answer: str, scores: DetectorScores, settings, calibration: Calibration | None = None,
+                    threshold: float | None = None) -> list[dict]:
+    """Spans from (combined) token probabilities: threshold, merging, word snapping, the span filters."""
+    t, _, _ = effective(settings, calibration)
+    t = t if threshold is None else threshold
+    raw = token_probs_to_spans(answer, scores.answer_offsets, scores.probs, threshold=t,
+                               min_span_chars=max(1, settings.min_span_length))
+    return [s for s in raw if s["confidence"] >= min(settings.min_span_confidence, t)]

@@ -1,0 +1,172 @@
+"""Grounding signals a small encoder misses: answer numbers, quantities, dates, names and words the context lacks.
+
+A 22M-parameter encoder that reads 512 tokens is weak at exact comparison ("330" against "500"), so the
+Detector combines its token probabilities with these cheap, exact signals (see inference.detector_stage).
+
+    feats = grounding_features(answer, context, question, answer_offsets)   # (n_tokens, len(FEATURES))
+
+Per answer word (numbers normalised: `1,887` = `1887`, `3.50` = `3.5`, `twelve` = `12`; a range `1887-1889` or
+`1887 to 1889` in the context covers every number between its ends, so `1888` is supported; `330 m` and
+`330 meters` are the same quantity because only the value is compared):
+
+    number_unsupported   a number (or the unit word right after it: "500 meters") absent from the context
+    entity_unsupported   a capitalised word (a name) absent from the context
+    word_unsupported     a content word (not a stopword) absent from the context, after light stemming
+    function_word        a stopword or punctuation: never the evidence of a hallucination by itself
+    sentence_unsupported share of the content words of the token's sentence that are absent from the context
+
+The question counts as context (an answer may repeat it). Features are per answer *token* (from its word, by
+character overlap), so they line up with the Detector's per-token probabilities.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+import numpy as np
+
+FEATURES = ("number_unsupported", "entity_unsupported", "word_unsupported", "function_word",
+            "sentence_unsupported")
+
+STOPWORDS = frozenset(["a", "an", "the", "and", "or", "but", "if", "then", "than", "of", "to", "in", "on", "at", "by", "for", "with", "from", "as", "is", "are", "was", "were", "be", "been", "being", "it", "its", "this", "that", "these", "those", "there", "their", "they", "them", "he", "she", "his", "her", "we", "our", "you", "your", "i", "me", "my", "not", "no", "do", "does", "did", "has", "have", "had", "can", "could", "will", "would", "should", "may", "might", "must", "also", "which", "who", "whom", "whose", "what", "when", "where", "why", "how", "all", "any", "each", "some", "such", "so", "very", "more", "most", "other", "into", "about", "over", "after", "before", "between", "during", "through", "up", "down", "out", "only", "own", "same", "too", "just", "both", "few", "many", "much", "one", "s", "t", "off", "again", "further", "once", "here", "am", "while", "until", "against", "under", "above", "below", "own"])
+
+_NUMBER_WORDS = {w: i for i, w in enumerate(
+    ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen", "twenty"])}
+_NUMBER_WORDS.update({"thirty": 30, "forty": 40, "fifty": 50, "sixty": 60, "seventy": 70, "eighty": 80,
+                      "ninety": 90, "hundred": 100, "thousand": 1000, "million": 10**6, "billion": 10**9,
+                      "dozen": 12, "half": 0.5, "first": 1, "second": 2, "third": 3})
+_UNITS = frozenset(["m", "meter", "meters", "metre", "metres", "km", "kilometer", "kilometers", "kilometres", "mile", "miles", "ft", "foot", "feet", "inch", "inches", "cm", "mm", "kg", "g", "gram", "grams", "kilogram", "kilograms", "pound", "pounds", "lb", "lbs", "ton", "tons", "tonnes", "percent", "%", "year", "years", "month", "months", "week", "weeks", "day", "days", "hour", "hours", "minute", "minutes", "second", "seconds", "million", "billion", "thousand", "hundred", "dollars", "dollar", "usd", "euros", "euro", "people", "star", "stars", "reviews", "review", "times", "degrees"])
+
+_WORD = re.compile(r"\w+(?:[.,'’-]\w+)*")
+_NUM = re.compile(r"^\d{1,3}(?:,\d{3})+(?:\.\d+)?$|^\d+(?:\.\d+)?$")
+_NUM_IN_TEXT = re.compile(r"(?<![\w.])\d{1,3}(?:,\d{3})+(?:\.\d+)?|(?<![\w.])\d+(?:\.\d+)?")
+_RANGE = re.compile(r"(\d{1,3}(?:,\d{3})+|\d+)\s*(?:-|–|—|to|through|until|and)\s*(\d{1,3}(?:,\d{3})+|\d+)")
+_SENT = re.compile(r"[^.!?\n]+[.!?]?")
+_MAX_RANGE = 500  # a range wider than this ("1 to 10,000") is not expanded: it would support everything
+
+
+def parse_number(word: str) -> float | None:
+    """'1,887' -> 1887.0, '3.50' -> 3.5, 'twelve' -> 12.0; anything else -> None."""
+    w = word.lower().strip()
+    if w in _NUMBER_WORDS:
+        return float(_NUMBER_WORDS[w])
+    if _NUM.match(w):
+        try:
+            return float(w.replace(",", ""))
+        except ValueError:
+            return None
+    return None
+
+
+def _stem(w: str) -> str:
+    for suffix in ("'s", "’s", "ies", "es", "s", "ed", "ing", "ly"):
+        if w.endswith(suffix) and len(w) - len(suffix) >= 3:
+            return w[: -len(suffix)]
+    return w
+
+
+class ContextIndex:
+    """What the context (and question) contain, normalised for the comparisons above."""
+
+    def __init__(self, text: str):
+        words = [w.lower() for w in _WORD.findall(text)]
+        pieces = [p for w in words for p in re.split(r"[.,'’-]", w) if p]
+        self.words = set(words) | set(pieces)
+        self.stems = {_stem(w) for w in self.words}
+        self.numbers: set[float] = set()
+        for m in _NUM_IN_TEXT.finditer(text):
+            v = parse_number(m.group())
+            if v is not None:
+                self.numbers.add(v)
+        for w in words:
+            v = _NUMBER_WORDS.get(w)
+            if v is not None:
+                self.numbers.add(float(v))
+        for m in _RANGE.finditer(text):
+            a, b = parse_number(m.group(1)), parse_number(m.group(2))
+            if a is not None and b is not None and a.is_integer() and b.is_integer() and 0 < b - a <= _MAX_RANGE:
+                self.numbers.update(float(x) for x in range(int(a), int(b) + 1))
+
+    def has_number(self, value: float) -> bool:
+        return value in self.numbers or any(abs(value - n) < 1e-9 for n in self.numbers)
+
+    def has_word(self, word: str) -> bool:
+        w = word.lower()
+        if w in self.words or _stem(w) in self.stems:
+            return True
+        parts = [p for p in re.split(r"[.,'’-]", w) if p]
+        return bool(parts) and all(p in self.words or _stem(p) in self.stems or p in STOPWORDS for p in parts)
+
+
+def word_signals(answer: str, index: ContextIndex) -> list[tuple[int, int, np.ndarray]]:
+    """(start, end, feature vector) for each word of the answer."""
+    words = [(m.start(), m.end(), m.group()) for m in _WORD.finditer(answer)]
+    out: list[tuple[int, int, np.ndarray]] = []
+    sentence_starts = {m.start() + len(m.group()) - len(m.group().lstrip()) for m in _SENT.finditer(answer)}
+    prev_number: bool | None = None  # None: the previous word is no number; else whether it is unsupported
+    for s, e, w in words:
+        f = np.zeros(len(FEATURES), dtype=np.float32)
+        lw = w.lower()
+        value = parse_number(w)
+        if lw in STOPWORDS:
+            f[3] = 1.0
+        if value is not None and not (lw in STOPWORDS and lw not in ("one",)):
+            f[0] = float(not index.has_number(value))
+        elif prev_number is not None and lw in _UNITS:
+            f[0] = float(prev_number)  # a unit belongs to its number's claim: "500 meters", "330 m"
+        elif lw not in STOPWORDS:
+            absent = not index.has_word(w)
+            f[2] = float(absent)
+            if w[:1].isupper() and s not in sentence_starts:  # sentence-initial capitals are not names
+                f[1] = float(absent)
+        prev_number = bool(f[0]) if value is not None else None
+        out.append((s, e, f))
+    # sentence-level share of unsupported content words
+    for m in _SENT.finditer(answer):
+        inside = [f for s, e, f in out if m.start() <= s < m.end()]
+        content = [f for f in inside if not f[3]]
+        share = float(np.mean([max(f[0], f[2]) for f in content])) if content else 0.0
+        for f in inside:
+            f[4] = share
+    return out
+
+
+def grounding_features(answer: str, context: str, question: str | None,
+                       answer_offsets: Sequence[tuple[int, int]], index: ContextIndex | None = None) -> np.ndarray:
+    """(n_tokens, len(FEATURES)) float32: each token takes the features of the word it overlaps (punctuation and
+    whitespace tokens: function_word = 1)."""
+    index = index or ContextIndex(f"{context}\n{question or ''}")
+    words = word_signals(answer, index)
+    feats = np.zeros((len(answer_offsets), len(FEATURES)), dtype=np.float32)
+    j = 0
+    for i, (s, e) in enumerate(answer_offsets):
+        while j < len(words) and words[j][1] <= s:
+            j += 1
+        k, hit = j, None
+        while k < len(words) and words[k][0] < e:
+            if hit is None or words[k][2][:3].max() > hit[:3].max():
+                hit = words[k][2]
+            k += 1
+        if hit is None:
+            feats[i, 3] = 1.0
+        else:
+            feats[i] = hit
+    return feats
+
+
+def unsupported_spans(answer: str, context: str, question: str | None = None, words: bool = False) -> list[dict]:
+    """Answer words whose number or name signal fires (with `words`: any content word absent from the context),
+    merged when adjacent: the rule-only reference rows of the evaluation, and a readable view of the signals."""
+    index = ContextIndex(f"{context}\n{question or ''}")
+    spans: list[dict] = []
+    for s, e, f in word_signals(answer, index):
+        if not (f[0] or f[1] or (words and f[2])):
+            continue
+        if spans and not re.search(r"\w", answer[spans[-1]["end"]:s]) and s - spans[-1]["end"] <= 2:
+            spans[-1]["end"] = e
+        else:
+            spans.append({"start": s, "end": e})
+    for sp in spans:
+        sp["text"] = answer[sp["start"]:sp["end"]]
+    return spans

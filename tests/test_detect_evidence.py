@@ -1,0 +1,127 @@
+"""Evidence for every explained span: the context sentence or window the Explainer judged it against (text,
+offsets, all three NLI probabilities), chosen by the Explainer's own scores, within the pair budget; and
+`context_truncated_for_nli` / `premise_coverage` when the context is longer than what was read. Deterministic:
+scripted fake runners (tests/detect_helpers.py)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from detect_helpers import FakeExplainer, fakes
+
+from inference import explain
+from inference.config import apply_overrides, from_dict
+from inference.detect import HaluGate
+from inference.labels import EXPLAINER_LABELS
+from inference.settings import InferenceSettings
+
+EIFFEL_CONTEXT = "The Eiffel Tower was built 1887-1889. It is 330 meters tall and stands in Paris."
+EIFFEL_QUESTION = "When was the Eiffel Tower built, and how tall is it?"
+EIFFEL_ANSWER = "The Eiffel Tower was built in 1950 and is 500 meters tall."
+FILLER = "The committee met on a quiet morning and talked about the weather and the garden. "
+
+
+def gate(minilm_dir, *overrides: str, **runners) -> HaluGate:
+    settings = from_dict(InferenceSettings, apply_overrides({}, list(overrides)), "<test>")
+    return HaluGate(settings, **{**fakes(minilm_dir), **runners})
+
+
+def test_eiffel_1950_is_explained_against_the_sentence_with_1887_1889(minilm_dir):
+    r = gate(minilm_dir).detect(context=EIFFEL_CONTEXT, question=EIFFEL_QUESTION, answer=EIFFEL_ANSWER)
+    d = json.loads(r.to_json())
+    spans = {s["text"]: s for s in d["spans"]}
+    assert set(spans) == {"1950", "500"}
+    ev = spans["1950"]["evidence"]
+    assert ev["text"] == "The Eiffel Tower was built 1887-1889." and ev["kind"] == "sentence"
+    assert EIFFEL_CONTEXT[ev["start"]:ev["end"]] == ev["text"] and (ev["start"], ev["end"]) == (0, 37)
+    probs = ev["probabilities"]
+    assert list(probs) == list(EXPLAINER_LABELS) and sum(probs.values()) == pytest.approx(1.0, abs=1e-3)
+    assert max(probs, key=probs.get) == "contradiction" == spans["1950"]["nli_label"]
+    assert probs["contradiction"] == pytest.approx(spans["1950"]["nli_confidence"], abs=1e-4)
+    assert 'contradicted by context [0:37]: "The Eiffel Tower was built 1887-1889."' in spans["1950"]["explanation"]
+    # The other span of the same sentence is explained by the sentence about its own words (height).
+    assert spans["500"]["evidence"]["text"] == "It is 330 meters tall and stands in Paris."
+    # A short context is read whole.
+    assert spans["1950"]["premise_coverage"] == 1.0 and d["context_truncated_for_nli"] is False
+
+
+def test_the_explainers_scores_choose_the_premise_not_only_word_overlap(minilm_dir):
+    # The sentence sharing the most words with the claim says nothing about the date; the one that contradicts
+    # it shares fewer words. The Explainer's verdict picks the contradicting one.
+    context = ("The Eiffel Tower in Paris was built for a fair and the tower was built of iron. "
+               "Construction of the tower ran 1887-1889.")
+    r = gate(minilm_dir).detect(context=context, question="When was it built?",
+                                answer="The Eiffel Tower in Paris was built of iron in 1950.")
+    span = next(s for s in r.spans if s.text == "1950")
+    assert span.nli_label == "contradiction"
+    assert span.evidence.text == "Construction of the tower ran 1887-1889." and span.evidence.kind == "sentence"
+    assert context[span.evidence.start:span.evidence.end] == span.evidence.text
+
+
+def _long_context(minilm_dir, tokens: int) -> str:
+    from inference.backends import load_tokenizer
+
+    tok = load_tokenizer(minilm_dir).tokenizer
+    text = ""
+    while len(tok.encode(text, add_special_tokens=False).ids) < tokens:
+        text += FILLER
+    return text + "The tower was built in 1887. " + FILLER * 3
+
+
+def test_long_context_reports_what_was_read(minilm_dir):
+    context = _long_context(minilm_dir, 1500)
+    r = gate(minilm_dir, "hallucination_mitigation.nli_model.max_premise_windows=1").detect(
+        context=context, question="When was the tower built?", answer="The tower was built in 1950.")
+    span = next(s for s in r.spans if s.text == "1950")
+    assert span.nli_label == "contradiction"
+    assert span.evidence.text == "The tower was built in 1887." and span.evidence.kind == "sentence"
+    assert context[span.evidence.start:span.evidence.end] == span.evidence.text
+    assert 0.0 < span.premise_coverage < 0.6 and r.context_truncated_for_nli is True
+    d = r.to_dict()
+    assert d["context_truncated_for_nli"] is True and d["spans"][0]["premise_coverage"] < 0.6
+
+
+def test_pair_budget_drops_sentences_first_then_windows(minilm_dir):
+    context = _long_context(minilm_dir, 1500)
+    explainer = FakeExplainer(minilm_dir)
+    g = gate(minilm_dir, "hallucination_mitigation.nli_model.max_nli_pairs=1", explainer=explainer)
+    r = g.detect(context=context, question="When was the tower built?", answer="The tower was built in 1950.")
+    assert sum(rows for rows, _ in explainer.calls) == 1  # one pair: the best window only
+    span = r.spans[0]
+    assert span.evidence.kind == "window" and "1887" in span.evidence.text and span.nli_label == "contradiction"
+    assert context[span.evidence.start:span.evidence.end] == span.evidence.text
+
+
+def test_no_evidence_without_nli(minilm_dir):
+    plugin = {"enabled": True, "use_nli": False, "hallucination_action": "header",
+              "unverified_factual_action": "header", "include_hallucination_details": True}
+    override = (f"decisions=[{{name: fact_check, priority: 100, rules: {{operator: OR, conditions: "
+                f"[{{type: fact_check, name: needs_fact_check}}]}}, plugins: [{{type: hallucination, "
+                f"configuration: {json.dumps(plugin)}}}]}}]")
+    r = gate(minilm_dir, override).detect(context=EIFFEL_CONTEXT, question=EIFFEL_QUESTION, answer=EIFFEL_ANSWER)
+    d = r.to_dict()
+    assert d["spans"] and all(s["evidence"] is None and s["premise_coverage"] is None for s in d["spans"])
+    assert d["context_truncated_for_nli"] is None
+
+
+# ---- the pieces ------------------------------------------------------------------------------------------------
+
+def test_decide_nli_returns_the_decisive_candidates():
+    p = [np.array([0.1, 0.1, 0.8]), np.array([0.1, 0.8, 0.1]), np.array([0.05, 0.12, 0.83])]
+    assert explain.decide_nli(p, EXPLAINER_LABELS) == ("contradiction", pytest.approx(0.83), [0, 2])
+    assert explain.combine_nli(p, EXPLAINER_LABELS) == ("contradiction", pytest.approx(0.83))
+    label, conf, idx = explain.decide_nli([np.array([0.2, 0.7, 0.1]), np.array([0.3, 0.5, 0.2])], EXPLAINER_LABELS)
+    assert (label, idx) == ("neutral", [1]) and conf == pytest.approx(0.5)
+
+
+def test_sentences_budget_and_coverage():
+    text = "First one. Second one!\nThird one? "
+    assert [text[a:b] for a, b in explain.context_sentences(text)] == ["First one.", "Second one!", "Third one?"]
+    w = explain.Premise("abc", 0, 3, "window")
+    sets = [explain.PremiseSet([w, w], [w, w]), explain.PremiseSet([w], [w])]
+    assert explain.fit_budget(sets, 2, 2, 10) == (2, 2)
+    assert explain.fit_budget(sets, 2, 2, 4) == (2, 0)
+    assert explain.fit_budget(sets, 2, 2, 2) == (1, 0)
+    assert explain.coverage("ab cd", [explain.Premise("ab", 0, 2, "window")]) == 0.5

@@ -1,0 +1,87 @@
+"""One scoring path: eval.detector scores through the runtime, so its spans are HaluGate's, on both backends;
+cross-validation folds never share a source; the calibration file is honoured by the runtime."""
+
+import json
+
+import pytest
+
+from detect_helpers import export_tiny, make_run_dir
+from inference.detector_stage import ALL_FEATURES, Calibration, Combiner
+from inference.labels import DETECTOR_LABELS
+
+CTX = ("The Eiffel Tower is a wrought-iron lattice tower in Paris, France. It was built from 1887 to 1889. "
+       "The tower is 330 meters tall. ") * 12  # long enough for several 128-token windows
+RECORDS = [
+    {"id": f"r{i}", "context": CTX, "question": q, "answer": a, "task_type": t, "source": "x", "spans": [],
+     "source_id": str(i)}
+    for i, (q, a, t) in enumerate([
+        ("How tall is it?", "The Eiffel Tower was built in 1950 and is about 500 meters tall.", "QA"),
+        (None, "A tower in Paris, built 1887 to 1889, 330 meters tall.", "Summary"),
+        (None, "The tower, opened by Bob Smith, is in Lyon.", "Data2txt"),
+    ])]
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory, minilm_dir):
+    path = make_run_dir(tmp_path_factory.mktemp("det") / "run", "token", DETECTOR_LABELS, minilm_dir, seed=3)
+    comb = Combiner(list(ALL_FEATURES), [0.5, 3.0, 2.0, 0.5, -1.0, 1.0, 0.1, 0.0, -0.2], -2.0)
+    (path / "detector.json").write_text(json.dumps(
+        {"max_length": 128, "calibration": Calibration(0.4, "min", comb).to_dict()}))
+    return path
+
+
+WINDOW = ["hallucination_mitigation.hallucination_model.max_length=128"]  # several windows per record
+
+
+@pytest.mark.parametrize("backend", ["torch", "onnx"])
+def test_eval_and_runtime_give_identical_spans(run_dir, tmp_path, backend):
+    from eval.detector import evaluate_model
+    from inference.detect import HaluGate
+
+    model = run_dir
+    if backend == "onnx":
+        model = tmp_path / "export"
+        export_tiny(run_dir, model)
+        assert (model / "detector.json").is_file()  # the calibration travels with the export
+    result, preds = evaluate_model(str(model), RECORDS, backend, with_sweep=False, overrides=WINDOW)
+    assert result["window_aggregation"] == "min" and result["threshold"] == 0.4 and result["combiner"]
+    gate = HaluGate.from_dirs(detector=model, backend=backend, overrides=WINDOW)
+    assert gate.detector_calibration.threshold == 0.4
+    for rec, p in zip(RECORDS, preds):
+        res = gate.detect_batch([{"context": rec["context"], "question": rec["question"], "answer": rec["answer"],
+                                  "task_type": rec["task_type"]}])[0]
+        assert res.detector_windows == p.scores.windows > 1
+        assert [(s.start, s.end, round(s.confidence, 6)) for s in res.spans] == \
+            [(s["start"], s["end"], round(s["confidence"], 6)) for s in p.spans]
+        assert res.hallucination_score == pytest.approx(p.scores.score, abs=1e-4)
+    # the grounding combiner is in force: "500 meters" is flagged, "Paris" never
+    texts = [s["text"] for p in preds for s in p.spans]
+    assert any("500" in t for t in texts) and not any("Paris" in t for t in texts)
+
+
+def test_use_model_calibration_off_ignores_the_file(run_dir):
+    from inference.detect import HaluGate
+
+    gate = HaluGate.from_dirs(detector=run_dir, backend="torch",
+                              overrides=["hallucination_mitigation.hallucination_model.use_model_calibration=false"])
+    res = gate.detect_batch([{"context": CTX, "answer": "It is 500 meters tall."}])[0]
+    assert res.status == "ok"
+    from inference.detector_stage import effective
+
+    hm = gate.settings.hallucination_mitigation.hallucination_model
+    assert effective(hm, gate.detector_calibration) == (hm.threshold, hm.window_aggregation, None)
+
+
+def test_cv_folds_never_share_a_source():
+    from eval.detector_cv import fold_of_sources
+    from training.detector import group_key
+
+    recs = [{"id": f"{s}-{m}", "source": "ragtruth_test_subset", "source_id": str(s), "context": f"c{s}"}
+            for s in range(40) for m in range(6)]
+    folds = fold_of_sources(recs, 5, seed=42)
+    by_source: dict = {}
+    for r in recs:
+        by_source.setdefault(r["source_id"], set()).add(folds[group_key(r)])
+    assert all(len(f) == 1 for f in by_source.values())
+    sizes = [sum(1 for v in folds.values() if v == k) for k in range(5)]
+    assert sizes == [8] * 5 and fold_of_sources(recs, 5, seed=42) == folds

@@ -1,0 +1,57 @@
+"""Grounding signals on hand cases: number formats, ranges, units, names present and absent."""
+
+import numpy as np
+import pytest
+
+from inference.grounding import FEATURES, ContextIndex, grounding_features, parse_number, unsupported_spans
+
+EIFFEL = ("The Eiffel Tower is a wrought-iron lattice tower in Paris, France. It was built from 1887 to 1889 as "
+          "the entrance arch to the 1889 World's Fair. The tower is 330 meters tall.")
+
+
+def _texts(answer, context=EIFFEL, question=None):
+    return [s["text"] for s in unsupported_spans(answer, context, question)]
+
+
+@pytest.mark.parametrize(("word", "value"), [("1,887", 1887.0), ("3.50", 3.5), ("twelve", 12.0), ("42", 42.0),
+                                              ("tower", None), ("1.2.3", None)])
+def test_parse_number(word, value):
+    assert parse_number(word) == value
+
+
+def test_the_eiffel_answer_flags_the_year_and_the_quantity_not_paris():
+    answer = "The Eiffel Tower was built in 1950 and is about 500 meters tall. It stands in Paris, France."
+    assert _texts(answer) == ["1950", "500 meters"]
+
+
+@pytest.mark.parametrize("answer", ["It was finished in 1888.", "It opened in 1,889.", "It is 330 m tall.",
+                                    "It is 330 metres tall.", "Work took from 1887 until 1889."])
+def test_supported_numbers_in_other_formats(answer):
+    assert _texts(answer) == []
+
+
+def test_ranges_cover_their_inner_values_but_not_wide_ones():
+    idx = ContextIndex("Open 1990-1995. Tickets cost 1 to 10,000 dollars.")
+    assert idx.has_number(1993.0) and not idx.has_number(1996.0)
+    assert not idx.has_number(5000.0)  # a 10,000-wide range is not expanded
+
+
+def test_names_present_and_absent_and_sentence_initial_words():
+    ctx = "Gustave Eiffel's company designed the tower in Paris."
+    assert _texts("It was designed by Gustave Eiffel in Paris.", ctx) == []
+    assert _texts("It was designed by Bob Smith in Lyon.", ctx) == ["Bob Smith", "Lyon"]
+    assert _texts("Designed quickly, it stands.", ctx) == []  # a capital at a sentence start is no name
+
+
+def test_the_question_counts_as_context():
+    assert _texts("It is in Lyon.", "A tower.", question="Is the tower in Lyon?") == []
+
+
+def test_token_features_follow_the_words_they_overlap():
+    answer = "Built in 1950."
+    offsets = [(0, 5), (6, 8), (9, 11), (11, 13), (13, 14)]  # "19" + "50" are sub-word tokens of one number
+    f = grounding_features(answer, EIFFEL, None, offsets)
+    assert f.shape == (5, len(FEATURES)) and f.dtype == np.float32
+    num = FEATURES.index("number_unsupported")
+    assert f[:, num].tolist() == [0, 0, 1, 1, 0]
+    assert f[1, FEATURES.index("function_word")] == 1 and f[4, FEATURES.index("function_word")] == 1
