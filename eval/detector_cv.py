@@ -136,7 +136,8 @@ def write_cv_report(path: Path, result: dict) -> None:
              f"{result['n_groups']} sources. Each fold's model never saw its fold's sources; calibration "
              f"(threshold, aggregation, combiner) used 15% of the training sources only. Mean ± standard deviation "
              f"over folds, %. Command: `{result['command']}`. Hardware: {result['hardware']}. "
-             f"Wall time {result['seconds'] / 60:.0f} min.")
+             f"Wall time {result['seconds'] / 60:.0f} min. Records the data layer could not use are counted "
+             f"and named in metrics.json (`data_report`).")
     lines = [f"# Detector {k}-fold cross-validation, grouped by source", "", intro, "",
              "| | example P | example R | example F1 | span P | span R | span F1 | token P | token R | token F1 |",
              "|---|---|---|---|---|---|---|---|---|---|"]
@@ -184,7 +185,9 @@ def run_cv(config: str, k: int, out: Path, data_dir=None, source: str = "ragtrut
     out.mkdir(parents=True, exist_ok=True)
     setup_run(cfg, out)  # resolved recipe + log file of the whole CV
     started = time.time()
-    records, _ = load_mixture(cfg, resolve_data_dir(cfg.run.data_dir), SpanDataReport())
+    report = SpanDataReport()  # records without context, spans outside the answer...: counted and named
+    records, _ = load_mixture(cfg, resolve_data_dir(cfg.run.data_dir), report)
+    log.info("data report:\n%s", report.summary())
     folded = [r for r in records if r["source"] == source]
     others = [r for r in records if r["source"] != source]
     if not folded:
@@ -200,7 +203,8 @@ def run_cv(config: str, k: int, out: Path, data_dir=None, source: str = "ragtrut
     result = {"config": config, "source": source, "k": k, "n_records": len(folded),
               "n_groups": len(set(assignment)), "folds_done": [f["fold"] for f in results],
               "command": command, "hardware": hardware(), "seconds": round(time.time() - started, 1),
-              "summary": summarize(results) if results else {}, "folds": results}
+              "summary": summarize(results) if results else {}, "folds": results,
+              "data_report": report.to_dict()}
     write_json(out / "metrics.json", result)
     with open(out / "predictions.jsonl", "w", encoding="utf-8") as fh:
         fh.writelines((out / f"fold-{f['fold']}" / "predictions.jsonl").read_text(encoding="utf-8") for f in results)

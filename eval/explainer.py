@@ -30,9 +30,9 @@ from pathlib import Path
 
 import numpy as np
 
-from eval.metrics import classification_metrics
 from inference.formatting import nli_pair
 from inference.labels import EXPLAINER_LABELS
+from training.metrics import classification_metrics
 
 log = logging.getLogger("halugate.eval.explainer")
 
@@ -306,9 +306,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> dict:
-    from training.classify import hardware
     from training.data.base import DataError, resolve_data_dir
     from training.data.nli import EVAL_SETS
+    from training.hardware import hardware
     from training.predict import model_labels
 
     args = build_parser().parse_args(argv)

@@ -13,9 +13,9 @@ import json
 import sys
 from pathlib import Path
 
-from eval.metrics import classification_metrics
 from inference.formatting import sentinel_text
 from inference.labels import SENTINEL_LABELS
+from training.metrics import classification_metrics
 
 
 def parse_label(value, where: str) -> int:

@@ -103,7 +103,8 @@ def run(argv=None) -> int:
                   f"held out {len(held)} of {len(fold.heldout)}")
         return 0
 
-    from training.classify import hardware, run_sequence_classification
+    from training.classify import run_sequence_classification
+    from training.hardware import hardware
     from training.sentinel import make_post_eval
 
     out_root.mkdir(parents=True, exist_ok=True)

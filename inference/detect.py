@@ -37,7 +37,7 @@ from inference.formatting import nli_pair, sentinel_text
 from inference.labels import DETECTOR_LABELS, EXPLAINER_LABELS, SENTINEL_LABELS
 from inference.messages import DetectInput, InputError, parse_input
 from inference.result import STAGES, Evidence, Result, Span
-from inference.settings import InferenceSettings, load_settings
+from inference.settings import InferenceSettings, default_config_path, load_settings
 from inference.spans import SpecialTokens
 from inference.windowing import (
     InputTooLongError,
@@ -113,8 +113,9 @@ class HaluGate:
 
     @classmethod
     def from_config(cls, path: str | Path | None = None, overrides: list[str] | None = None, **runners) -> HaluGate:
-        """Load configs/inference.yaml (or any file in that shape); `overrides` are `section.key=value` strings."""
-        return cls(load_settings(path, overrides), **runners)
+        """Load `path` (a file in the shape of configs/inference.yaml; default: `default_config_path()`, that file
+        from the current directory or the package's copy); `overrides` are `section.key=value` strings."""
+        return cls(load_settings(path or default_config_path(), overrides), **runners)
 
     @classmethod
     def from_dirs(cls, detector: str | Path, sentinel: str | Path | None = None,
@@ -438,10 +439,7 @@ _DEFAULT_GATE: dict[str, HaluGate] = {}
 
 
 def _gate(config: str | Path | None) -> HaluGate:
-    if config is None:  # the repository's config, from the current directory or next to this package
-        local = Path("configs/inference.yaml")
-        config = local if local.is_file() else Path(__file__).resolve().parents[1] / "configs" / "inference.yaml"
-    key = str(config)
+    key = str(config or default_config_path())  # configs/inference.yaml here, else the package's copy
     if key not in _DEFAULT_GATE:
         _DEFAULT_GATE[key] = HaluGate.from_config(key)
     return _DEFAULT_GATE[key]
@@ -495,7 +493,8 @@ def _read_input_file(path: str) -> list[dict]:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m inference.detect",
                                 description="Check an answer for hallucinations against its context (HaluGate).")
-    p.add_argument("--config", default=None, help="inference YAML (default: configs/inference.yaml when present)")
+    p.add_argument("--config", default=None, help="inference YAML (default: configs/inference.yaml when present, "
+                                                  "else the copy shipped with the package)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
                    help="override a config value, e.g. hallucination_mitigation.fail_mode=closed")
     p.add_argument("--sentinel", help="Sentinel model dir (overrides the config)")
@@ -527,9 +526,7 @@ def main(argv: list[str] | None = None) -> int:
         overrides.append(f"hallucination_mitigation.backend={args.backend}")
     if args.int8:
         overrides.append("hallucination_mitigation.precision=int8")
-    config = args.config
-    if config is None and Path("configs/inference.yaml").is_file():
-        config = "configs/inference.yaml"
+    config = args.config or default_config_path()
     try:
         if args.input:
             inputs = _read_input_file(args.input)

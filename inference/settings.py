@@ -21,6 +21,10 @@
 
 Relative model_id paths are resolved against the current directory first, then the config file's directory's
 parent (so `runs/demo/export/detector` works from the repository root and from elsewhere).
+
+When no file is named, `default_config_path()` picks configs/inference.yaml in the current directory (a
+checkout) or else the copy shipped inside this package (inference/defaults/inference.yaml, package data, so
+an installed wheel works from any directory); tests/test_packaging.py keeps the two files identical.
 """
 
 from __future__ import annotations
@@ -238,10 +242,22 @@ class InferenceSettings:
         return None
 
 
+REPO_CONFIG = Path("configs") / "inference.yaml"  # the repository's documented copy, from a checkout's root
+PACKAGED_CONFIG = Path(__file__).resolve().parent / "defaults" / "inference.yaml"  # the same file, shipped
+
+
+def default_config_path() -> Path:
+    """The runtime config used when none is named: configs/inference.yaml in the current directory, else the
+    copy shipped with the package."""
+    return REPO_CONFIG if REPO_CONFIG.is_file() else PACKAGED_CONFIG
+
+
 def load_settings(path: str | Path | None = None, overrides: list[str] | None = None) -> InferenceSettings:
     settings = load_config(InferenceSettings, path, overrides)
     if path is not None:
-        base = Path(path).resolve().parent.parent
+        resolved = Path(path).resolve()
+        # the shipped copy: its model dirs as from the root of a checkout (site-packages once installed)
+        base = resolved.parents[2] if resolved == PACKAGED_CONFIG else resolved.parent.parent
         m = settings.hallucination_mitigation
         for model in (m.fact_check_model, m.hallucination_model, m.nli_model):
             model.model_id = resolve_model_path(model.model_id, base)

@@ -3,18 +3,17 @@ relevant premise windows. Nothing is cut silently; a context over the hard limit
 
 Detector: `inference.spans.context_windows` (the one Detector format) splits the context into windows that each
 hold the template, the whole question and the whole answer; consecutive windows share `overlap` context
-tokens. Per answer token the probability of HALLUCINATED is combined across windows: `max` (default, as the
-issue asks: a token contradicted anywhere is flagged; the cost is that a claim supported in one window can be
-flagged by another window that lacks its evidence) or `min` (a claim supported by any window counts as
-supported). A single window (short input) is exactly the unwindowed input, so both agree there.
+tokens. Per answer token the probability of HALLUCINATED is combined across windows (inference.detector_stage):
+`max` (a token flagged anywhere is flagged; the cost is that a claim supported in one window can be flagged by
+another window that lacks its evidence) or `min` (a claim supported by any window counts as supported); a
+trained Detector's calibration (detector.json) says which one its calibration split preferred. A single window
+(short input) is exactly the unwindowed input, so both agree there.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-
-import numpy as np
 
 from inference.spans import AnswerTooLongError, DetectorInput, context_windows, tokenize_segment
 
@@ -53,12 +52,6 @@ def detector_windows(tokenizer, context: str, question: str | None, answer: str,
             f"{where}: the question and answer fill the Detector's {max_length}-token window and leave no room "
             "for the context; shorten them or use a Detector with more positions")
     return windows
-
-
-def aggregate_windows(per_window: Sequence[np.ndarray], how: str = "max") -> np.ndarray:
-    """Combine per-answer-token probabilities from each window (all the same length)."""
-    stacked = np.stack([np.asarray(p, dtype=float) for p in per_window])
-    return stacked.max(axis=0) if how == "max" else stacked.min(axis=0)
 
 
 # ---- Explainer premises --------------------------------------------------------------------------------------

@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import random
 import sys
 import tempfile
@@ -43,16 +42,7 @@ from training.export import (
     session_feed,
     torch_logits,
 )
-
-
-def cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+from training.hardware import cpu_name
 
 
 def packed_inputs(tokenizer, texts: list[str], length: int, batch: int) -> dict[str, np.ndarray]:

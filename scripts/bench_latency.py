@@ -293,15 +293,11 @@ def bench_lettucedetect(models: dict, inputs: dict, args) -> dict:
 
 # ---- report ------------------------------------------------------------------------------------------------
 
-def hardware() -> dict:
-    cpu = platform.processor()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+def environment() -> dict:
+    """The machine and the package versions behind the figures (training.hardware names the CPU)."""
+    from training.hardware import cpu_name
+
+    cpu = cpu_name()
     import importlib.metadata as md
 
     versions = {}
@@ -380,7 +376,7 @@ def main(argv=None) -> int:
             raise SystemExit(f"--backends: unknown {name!r} (known: {', '.join(BACKENDS)}, none)")
         rows += bench_backend(name, models, inputs, args)
     ld = None if args.no_lettucedetect else bench_lettucedetect(models, inputs, args)
-    report = {"command": " ".join(sys.argv), "hardware": {**hardware(), "load_average_start": load_start},
+    report = {"command": " ".join(sys.argv), "hardware": {**environment(), "load_average_start": load_start},
               "models": list(models.values()), "settings": {"detector_threshold": args.detector_threshold,
                                                             "min_span_confidence": args.min_span_confidence,
                                                             "sentinel_threshold": 0.0, "reps": args.reps,

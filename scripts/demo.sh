@@ -21,8 +21,13 @@ for model in sentinel detector explainer; do
     step "training a quick $model (configs/$model.demo.yaml)"
     "$PY" -m "training.$model" --config "configs/$model.demo.yaml" --output-dir "$DEMO_DIR/$model"
   fi
-  step "exporting $model to ONNX"
-  "$PY" -m training.export --model "$DEMO_DIR/$model" --out "$DEMO_DIR/export/$model"
+  if [ -f "$DEMO_DIR/export/$model/model.onnx" ] && [ "$DEMO_DIR/export/$model/model.onnx" -nt "$DEMO_DIR/$model/metrics.json" ]; then
+    step "$model: already exported to $DEMO_DIR/export/$model"
+  else
+    step "exporting $model to ONNX"
+    # --overwrite: a retrained model replaces an older export (a second `make demo` must not fail on it)
+    "$PY" -m training.export --model "$DEMO_DIR/$model" --out "$DEMO_DIR/export/$model" --overwrite
+  fi
 done
 
 MODELS=(--sentinel "$DEMO_DIR/export/sentinel" --detector "$DEMO_DIR/export/detector" --explainer "$DEMO_DIR/export/explainer")

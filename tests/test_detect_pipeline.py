@@ -261,7 +261,7 @@ def test_answer_too_long_for_a_window_is_refused_not_truncated(make_gate):
 
 
 def test_window_aggregation_max_vs_min():
-    from inference.windowing import aggregate_windows
+    from inference.detector_stage import aggregate as aggregate_windows
 
     a, b = np.array([0.9, 0.1]), np.array([0.2, 0.3])
     assert aggregate_windows([a, b], "max").tolist() == [0.9, 0.3]

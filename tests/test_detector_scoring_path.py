@@ -4,8 +4,8 @@ cross-validation folds never share a source; the calibration file is honoured by
 import json
 
 import pytest
-
 from detect_helpers import export_tiny, make_run_dir
+
 from inference.detector_stage import ALL_FEATURES, Calibration, Combiner
 from inference.labels import DETECTOR_LABELS
 

@@ -66,5 +66,5 @@ def test_recombine_stays_within_a_source_and_is_deterministic():
 
 
 def test_context_edits_swap_within_the_context_and_keep_spans_exact():
-    edits, stats = context_edits([C], seed=3)
+    edits, _ = context_edits([C], seed=3)
     assert edits and all(_exact(r) and r["spans"] and r["augment"] == "edit" for r in edits)

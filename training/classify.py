@@ -4,26 +4,16 @@ from __future__ import annotations
 
 import json
 import logging
-import platform
 import time
 from pathlib import Path
 
 import numpy as np
 
-from eval.metrics import classification_metrics
+from training.hardware import hardware
+from training.metrics import classification_metrics
 from training.trainer import class_weights, save_model, setup_run, train, write_json
 
 log = logging.getLogger("halugate.training")
-
-
-def hardware() -> str:
-    import torch
-
-    if torch.cuda.is_available():
-        return f"{torch.cuda.get_device_name(0)} (CUDA)"
-    import os
-
-    return f"CPU {platform.processor() or platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}"
 
 
 def tokenize_records(tokenizer, records: list[dict], text_fields: tuple[str, ...], max_length: int):

@@ -33,7 +33,7 @@ from training.data.augment import (
     balance_by_style,
     style_counts,
 )
-from training.data.base import DataError, get_adapter, resolve_data_dir
+from training.data.base import get_adapter, resolve_data_dir
 from training.data.prep import check_classes, count_table, dedup, length_filter, stratified_split
 
 log = logging.getLogger("halugate.training.sentinel")
@@ -115,10 +115,7 @@ def load_prompt_records(data_cfg: SentinelData, data_dir, seed: int) -> list[dic
 
 
 def _load_source(name: str, data_dir, data_cfg: SentinelData) -> list[dict]:
-    adapter = get_adapter(name)
-    if adapter.kind != "prompt":
-        raise DataError(f"{name!r} is a {adapter.kind} dataset, not a prompt dataset")
-    rows = adapter.load(data_dir)
+    rows = get_adapter(name, kind="prompt").load(data_dir)
     rows, n_dup = dedup(rows, key=lambda r: r["text"])
     rows, n_len = length_filter(rows, lambda r: r["text"], data_cfg.min_chars, data_cfg.max_chars)
     log.debug("%s: dropped %d duplicates, %d by length", name, n_dup, n_len)

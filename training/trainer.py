@@ -32,6 +32,7 @@ def setup_run(cfg, output_dir: str | Path) -> Path:
     save_config(cfg, out / "config.yaml")
     root = logging.getLogger("halugate")
     root.setLevel(logging.INFO)
+    root.propagate = False  # these handlers print it; a CLI's basicConfig would print every line twice
     for h in list(root.handlers):
         root.removeHandler(h)
     fmt = logging.Formatter("%(asctime)s %(levelname)s %(message)s", "%H:%M:%S")

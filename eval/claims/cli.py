@@ -262,9 +262,9 @@ def run_check(cfg: ClaimsConfig, argv: Sequence[str]) -> int:
 
 
 def run_compare(cfg: ClaimsConfig, argv: Sequence[str]) -> int:
-    from eval.gemhall.cli import hardware
     from inference.detect import HaluGate
     from training.data.spans import SpanDataReport, load_span_source, read_span_file
+    from training.hardware import hardware
 
     from .compare import run_comparison, stratified_sample, write_outputs
 

@@ -101,34 +101,27 @@ def ask_json(backend: Backend, prompt: str, validate: Callable[[Any], Any], *, f
     """Send `prompt`, validate, repair once. FatalBackendError propagates (the run cannot go on)."""
     gen_kwargs = gen_kwargs or {}
     result = ContractReply()
-    try:
-        result.attempts += 1
-        reply = backend.generate(prompt, **gen_kwargs)
-    except FatalBackendError:
-        raise
-    except BackendError as exc:
-        return _count(ContractReply(outcome="backend_error", problem=str(exc), attempts=1), stats)
-    try:
-        result.value = parse_json_reply(reply, validate)
-        return _count(result, stats)
-    except ContractError as exc:
-        if stats is not None:
-            stats.first_problems[exc.kind] += 1
-        first = exc
-    repair = REPAIR_TEMPLATE.format(problem=str(first).rstrip("."), format_rule=format_rule,
-                                    reply=(reply or "")[:2000], task=prompt)
-    try:
-        result.attempts += 1
-        reply = backend.generate(repair, **gen_kwargs)
-    except FatalBackendError:
-        raise
-    except BackendError as exc:
-        return _count(ContractReply(outcome="backend_error", problem=str(exc), attempts=2), stats)
-    try:
-        result.value = parse_json_reply(reply, validate)
-        result.outcome = "repaired"
-    except ContractError as exc:
-        result.outcome, result.problem = exc.kind, str(exc)
+    text = prompt
+    for attempt in (1, 2):  # the reply, then one repair
+        try:
+            result.attempts = attempt
+            reply = backend.generate(text, **gen_kwargs)
+        except FatalBackendError:
+            raise
+        except BackendError as exc:
+            return _count(ContractReply(outcome="backend_error", problem=str(exc), attempts=attempt), stats)
+        try:
+            result.value = parse_json_reply(reply, validate)
+            result.outcome = "ok" if attempt == 1 else "repaired"
+            break
+        except ContractError as exc:
+            if attempt == 2:
+                result.outcome, result.problem = exc.kind, str(exc)
+                break
+            if stats is not None:
+                stats.first_problems[exc.kind] += 1
+            text = REPAIR_TEMPLATE.format(problem=str(exc).rstrip("."), format_rule=format_rule,
+                                          reply=(reply or "")[:2000], task=prompt)
     return _count(result, stats)
 
 

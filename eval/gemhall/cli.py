@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import shlex
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from inference.config import ConfigError, from_dict, read_yaml, save_config
+from training.hardware import hardware
 
 from .config import GemhallConfig
 from .data import DataError, Item
@@ -114,11 +113,6 @@ def build_backends(cfg: GemhallConfig):
         judge_backend = make_backend(cfg.backend, model=cfg.judge_model, base_url=cfg.base_url,
                                      limits=backend.limits, **extra)  # one rate window for both
     return backend, LLMJudge(judge_backend, seed=cfg.seed, thinking_budget=cfg.thinking_budget)
-
-
-def hardware() -> str:
-    cpu = platform.processor() or platform.machine()
-    return f"{platform.system()} {cpu}, {os.cpu_count()} CPU cores visible"
 
 
 def print_table(metrics: dict) -> None:

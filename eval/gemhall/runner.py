@@ -59,27 +59,39 @@ def key_of(item_id: str, t: float) -> tuple[str, float]:
 
 
 class ResultLog:
+    """The append-only JSONL log under --out (one write + flush per record), shared by the resumable CLIs.
+
+    A subclass names its records (`what`, for the error message) and their key (`key`); gemhall's are keyed
+    by (item id, threshold).
+    """
+
+    what = "result record"
+
     def __init__(self, out_dir: str | Path):
         self.path = Path(out_dir) / LOG_NAME
         self._fh = None
 
-    def load(self) -> dict[tuple[str, float], dict]:
-        """Records by (id, t); for a pair logged more than once (an error, then a retry) the last wins."""
+    @staticmethod
+    def key(rec: dict):
+        return key_of(rec["id"], rec["t"])
+
+    def load(self) -> dict:
+        """Records by key; for a key logged more than once (an error, then a retry) the last wins."""
         if not self.path.exists():
             return {}
         raw = self.path.read_bytes()
-        if raw and not raw.endswith(b"\n"):  # torn final write: drop it, the pair is simply redone
+        if raw and not raw.endswith(b"\n"):  # torn final write: drop it, the record is simply redone
             raw = raw[: raw.rfind(b"\n") + 1]
             self.path.write_bytes(raw)
-        records: dict[tuple[str, float], dict] = {}
+        records: dict = {}
         for lineno, line in enumerate(raw.decode("utf-8").splitlines(), 1):
             if not line.strip():
                 continue
             try:
                 rec = json.loads(line)
-                records[key_of(rec["id"], rec["t"])] = rec
+                records[self.key(rec)] = rec
             except (ValueError, KeyError, TypeError) as exc:
-                raise ResumeError(f"{self.path}: line {lineno}: not a result record ({exc}); "
+                raise ResumeError(f"{self.path}: line {lineno}: not a {self.what} ({exc}); "
                                   "fix or remove the line, or use a new --out") from None
         return records
 

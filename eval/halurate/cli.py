@@ -115,9 +115,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
     from eval.backends import BackendConfigError
-    from eval.gemhall.cli import hardware
     from eval.gemhall.runner import run_resumable
     from training.data.base import DataError
+    from training.hardware import hardware
 
     from .data import load_records
     from .detection import build_gate, describe_gate

@@ -139,12 +139,9 @@ def _rows(path: Path) -> list[tuple[str, dict]]:
 
 
 def _ragtruth_row(row: dict, where: str) -> dict:
-    from training.data.spans import _ragtruth_record  # the data layer's RAGTruth schema reader
+    from training.data.spans import ragtruth_row_record  # the data layer's RAGTruth schema reader
 
-    if row.get("source_info") is not None:
-        rec = _ragtruth_record(row, {"source_info": row["source_info"], "task_type": row.get("task_type")})
-    else:
-        rec = _ragtruth_record(row, None, row.get("reference") or row.get("context"), row.get("question"))
+    rec = ragtruth_row_record(row)
     rec["category"] = rec.get("model")
     return rec
 

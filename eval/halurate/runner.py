@@ -33,24 +33,11 @@ VERDICTS = ("hallucinated", "clean", "skipped", "unavailable", "input_error", "g
 class RecordLog(ResultLog):
     """gemhall's append-only JSONL log (one write + flush per record), keyed by record id."""
 
-    def load(self) -> dict[str, dict]:  # type: ignore[override]
-        if not self.path.exists():
-            return {}
-        raw = self.path.read_bytes()
-        if raw and not raw.endswith(b"\n"):  # torn final write: drop it, the record is simply redone
-            raw = raw[: raw.rfind(b"\n") + 1]
-            self.path.write_bytes(raw)
-        records: dict[str, dict] = {}
-        for lineno, line in enumerate(raw.decode("utf-8").splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-                records[str(rec["id"])] = rec
-            except (ValueError, KeyError, TypeError) as exc:
-                raise ResumeError(f"{self.path}: line {lineno}: not a halurate record ({exc}); fix or remove the "
-                                  "line, or use a new --out") from None
-        return records
+    what = "halurate record"
+
+    @staticmethod
+    def key(rec: dict) -> str:
+        return str(rec["id"])
 
     def rewrite(self, entries: Sequence[dict]) -> None:
         """Replace the log with one line per record (atomic rename)."""

@@ -72,7 +72,8 @@ def main(argv: list[str] | None = None) -> int:
     log.info("halugate serve on http://%s:%d (upstream %s, batching %s)", serve.host, serve.port,
              serve.upstream or "none", "on" if serve.batching else "off")
     uvicorn.run(app, host=serve.host, port=serve.port, log_level=args.log_level, access_log=False,
-                timeout_graceful_shutdown=serve.shutdown_timeout_s or None, lifespan="on")
+                timeout_graceful_shutdown=serve.shutdown_timeout_s or None, timeout_keep_alive=serve.keep_alive_s,
+                lifespan="on")
     return 0
 
 

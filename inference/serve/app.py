@@ -98,7 +98,8 @@ class Service:
                 base_url=self.cfg.upstream.rstrip("/") + "/", trust_env=False,
                 timeout=httpx.Timeout(self.cfg.upstream_timeout_s or None,
                                       connect=self.cfg.upstream_connect_timeout_s or None),
-                limits=httpx.Limits(max_connections=1024, max_keepalive_connections=256))
+                limits=httpx.Limits(max_connections=1024, max_keepalive_connections=256,
+                                    keepalive_expiry=2.0))  # under uvicorn's 5 s: no reuse-while-closing race
         self._warmup = asyncio.create_task(self._warm_up(), name="halugate-warmup")
 
     async def stop(self) -> None:

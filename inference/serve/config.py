@@ -18,6 +18,8 @@ validated here, with the same errors naming the file and key as every other conf
       upstream_api_key_env: ""             # env var with the upstream key, sent when the caller's Authorization was
                                            # the service token
       shutdown_timeout_s: 30.0             # graceful shutdown: in-flight requests get this long to finish
+      keep_alive_s: 65                     # idle keep-alive of client connections; longer than clients' own
+                                           # (httpx: 5 s) so that a client never reuses a connection being closed
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ class ServeSettings:
     auth_token_env: str = ""
     upstream_api_key_env: str = ""
     shutdown_timeout_s: float = 30.0
+    keep_alive_s: int = 65
 
     def validate(self) -> None:
         if not 0 <= self.port <= 65535:
@@ -54,7 +57,7 @@ class ServeSettings:
         for name in ("max_batch", "max_queue", "max_body_bytes"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name}: must be >= 1, got {getattr(self, name)}")
-        for name in ("max_wait_ms", "detect_timeout_s", "upstream_timeout_s", "upstream_connect_timeout_s",
+        for name in ("keep_alive_s", "max_wait_ms", "detect_timeout_s", "upstream_timeout_s", "upstream_connect_timeout_s",
                      "shutdown_timeout_s", "retry_after_s"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name}: must be >= 0, got {getattr(self, name)}")

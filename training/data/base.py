@@ -94,11 +94,15 @@ def register(adapter: Adapter) -> Adapter:
     return adapter
 
 
-def get_adapter(name: str) -> Adapter:
+def get_adapter(name: str, kind: str | None = None) -> Adapter:
+    """The registered adapter `name`; with `kind`, a DataError unless it is a dataset of that kind."""
     _import_all()
     if name not in REGISTRY:
         raise DataError(f"unknown dataset {name!r}; known: {', '.join(sorted(REGISTRY))}")
-    return REGISTRY[name]
+    adapter = REGISTRY[name]
+    if kind is not None and adapter.kind != kind:
+        raise DataError(f"{name!r} is a {adapter.kind} dataset, not a {kind} dataset")
+    return adapter
 
 
 def _import_all() -> None:

@@ -66,6 +66,14 @@ def _ragtruth_record(resp: dict, source: dict | None, context_override=None, que
                 source_id=str(resp.get("source_id")))
 
 
+def ragtruth_row_record(row: dict) -> dict:
+    """One self-contained RAGTruth-schema row (response + labels, with its own `source_info`, or else a
+    `reference` / `context` and a `question`) as a span record."""
+    if row.get("source_info") is not None:
+        return _ragtruth_record(row, {"source_info": row["source_info"], "task_type": row.get("task_type")})
+    return _ragtruth_record(row, None, row.get("reference") or row.get("context"), row.get("question"))
+
+
 def _ragtruth_files(data_dir: Path | None) -> tuple[Path, Path]:
     """response.jsonl + source_info.jsonl from DATA_DIR/ragtruth/ or the cache; downloaded once if absent."""
     if data_dir is not None and all((data_dir / "ragtruth" / f).is_file() for f in RAGTRUTH_FILES):
@@ -466,9 +474,7 @@ def load_span_source(name: str, data_dir, report: SpanDataReport) -> list[dict]:
     """Load one span adapter and clean it (context required unless the adapter says it has none)."""
     from training.data.base import get_adapter
 
-    adapter = get_adapter(name)
-    if adapter.kind != "span":
-        raise DataError(f"{name!r} is a {adapter.kind} dataset, not a span dataset")
+    adapter = get_adapter(name, kind="span")
     rows = adapter.load(data_dir)
     return clean_span_records(rows, name, report, require_context=adapter.extra.get("has_context", True))
 
@@ -477,13 +483,7 @@ def read_span_file(path: Path, report: SpanDataReport, require_context: bool = T
     """A JSONL file of span records (e.g. RUN_DIR/test.jsonl) or of RAGTruth-schema rows (response + labels)."""
     rows = list(read_jsonl(path))
     if rows and "response" in rows[0] and "answer" not in rows[0]:
-        recs = []
-        for r in rows:
-            if r.get("source_info") is not None:
-                recs.append(_ragtruth_record(r, {"source_info": r["source_info"], "task_type": r.get("task_type")}))
-            else:
-                recs.append(_ragtruth_record(r, None, r.get("reference") or r.get("context"), r.get("question")))
-        rows = recs
+        rows = [ragtruth_row_record(r) for r in rows]
     return clean_span_records(rows, path.stem, report, require_context=require_context)
 
 
