@@ -4,11 +4,13 @@ Three processes: the fake OpenAI-compatible upstream (tests/serve_upstream.py), 
 (`python -m inference.serve`, restarted per configuration) and this client (httpx, asyncio). Every request is
 the Eiffel example (examples/eiffel_messages.json: question + tool result; the upstream supplies the answer).
 
+0. The ceiling: in-process `HaluGate.detect_batch` cost per input at batch 1 / 4 / 16 (no HTTP).
 1. Added latency at concurrency 1: p50 through the proxy minus p50 calling the same upstream directly, against
-   the detection stack's own p50 (`timings_ms.total` that the service reports from /v1/detect on the same input).
-   Target: added <= detection + 5 ms.
-2. Throughput at concurrency 32, micro-batching on vs off (same service, `--no-batching`): requests/s, p50,
-   p99, errors, lost responses. Target: on >= 2x off, 0 errors, 0 lost.
+   the detection stack's own p50 (`timings_ms.total` that the service reports from /v1/detect on the same input);
+   the three paths take turns request by request. Target: added <= detection + 5 ms.
+2. Throughput at concurrency 32, micro-batching on vs off (the same service started twice, once with
+   `--no-batching`), measured in alternating rounds: requests/s, p50, p99, errors, lost responses. Target: on
+   >= 2x off, 0 errors, 0 lost. The same for /v1/detect alone (no upstream hop).
 3. A bounded load test: up to --load-requests requests in at most --load-seconds at concurrency 32; stops by
    itself. Counts by status, lost = sent - answered.
 4. A fault test: upstream 500s, upstream timeouts, truncated bodies (JSON and stream), and a service whose
@@ -30,7 +32,6 @@ import contextlib
 import json
 import os
 import platform
-import statistics
 import subprocess
 import sys
 import time
@@ -177,6 +178,62 @@ async def run_requests(url: str, n: int, concurrency: int, *, model: str = "m", 
             "incomplete": incomplete, "errors": dict(errors)}
 
 
+def batch_ceiling(models: Path, sizes=(1, 4, 16), reps: int = 15) -> dict[int, float]:
+    """In-process HaluGate.detect_batch, ms per input at each batch size (median of `reps` rounds of 16 inputs,
+    sizes interleaved): the most micro-batching can save on the detection itself."""
+    from inference.detect import HaluGate
+    from inference.messages import parse_input
+
+    overrides = ["hallucination_mitigation.num_threads=1"] + [
+        f"hallucination_mitigation.{stage}.{k}={v}" for stage, kv in LOW.items() for k, v in kv.items()]
+    gate = HaluGate.from_dirs(detector=models / "detector", sentinel=models / "sentinel",
+                              explainer=models / "explainer", overrides=overrides)
+    item = parse_input({"messages": EIFFEL})
+    for bs in sizes:
+        gate.detect_batch([item] * bs)
+    per: dict[int, list[float]] = {bs: [] for bs in sizes}
+    for _ in range(reps):
+        for bs in sizes:
+            t0, n = time.perf_counter(), 0
+            while n < 16:
+                gate.detect_batch([item] * bs)
+                n += bs
+            per[bs].append((time.perf_counter() - t0) / n * 1000)
+    return {bs: pct(v, 50) for bs, v in per.items()}
+
+
+def merge(runs: list[dict]) -> dict:
+    statuses: Counter = Counter()
+    errors: Counter = Counter()
+    for r in runs:
+        statuses.update(r["statuses"])
+        errors.update(r["errors"])
+    answered = sum(r["answered"] for r in runs)
+    return {"answered": answered, "rps": answered / sum(r["elapsed"] for r in runs), "statuses": dict(statuses),
+            "latencies": [x for r in runs for x in r["latencies"]], "lost": sum(r["lost"] for r in runs),
+            "incomplete": sum(r["incomplete"] for r in runs), "errors": dict(errors),
+            "errors_n": answered - statuses.get(200, 0)}
+
+
+def interleaved_c1(upstream: str, v1: str, n: int) -> dict[str, list[float]]:
+    """Concurrency 1, the three paths taking turns request by request (ms)."""
+    out: dict[str, list[float]] = {"direct": [], "proxy": [], "detect": [], "stack": []}
+    chat = {"model": "m", "messages": REQUEST}
+    with httpx.Client(timeout=60, trust_env=False) as client:
+        for i in range(n + 20):
+            for key, url, body in (("direct", upstream + "/chat/completions", chat),
+                                   ("proxy", v1 + "/chat/completions", chat), ("detect", v1 + "/detect", DETECT)):
+                t0 = time.perf_counter()
+                r = client.post(url, json=body)
+                dt = (time.perf_counter() - t0) * 1000
+                r.raise_for_status()
+                if i >= 20:  # the first 20 rounds warm up
+                    out[key].append(dt)
+                    if key == "detect":
+                        out["stack"].append(r.json()["timings_ms"]["total"])
+    return out
+
+
 def run(coro):
     return asyncio.run(coro)
 
@@ -196,6 +253,7 @@ def main() -> int:
     p.add_argument("--latency-requests", type=int, default=200)
     p.add_argument("--throughput-requests", type=int, default=512)
     p.add_argument("--concurrency", type=int, default=32)
+    p.add_argument("--rounds", type=int, default=3, help="alternating on/off rounds of the throughput test")
     p.add_argument("--load-requests", type=int, default=5000)
     p.add_argument("--load-seconds", type=float, default=120.0)
     p.add_argument("--fault-requests", type=int, default=40, help="requests per fault kind")
@@ -217,74 +275,83 @@ def main() -> int:
           f"load average {load_before[0]:.2f} / {load_before[1]:.2f} / {load_before[2]:.2f} at start")
     print(f"# models: {model_note}; every stage runs (thresholds 0); ONNX fp32, 1 intra-op thread; "
           f"overrides: {' '.join(args.overrides) or 'none'}")
+    ceiling = batch_ceiling(models)
+    print("\n## 0. The detection stack in-process (HaluGate.detect_batch, no HTTP), ms per input\n")
+    print("| batch size | " + " | ".join(str(b) for b in ceiling) + " |\n|---|" + "---:|" * len(ceiling))
+    print("| ms per input | " + " | ".join(f"{v:.2f}" for v in ceiling.values()) + " |")
+    print(f"\nbatch {max(ceiling)} vs 1: {ceiling[1] / ceiling[max(ceiling)]:.2f}x per input: the most that "
+          "micro-batching can save on detection at this model size")
     c = args.concurrency
-    report: dict = {"cpu": cpu, "cores": os.cpu_count(), "models": model_note, "load_start": load_before}
+    report: dict = {"cpu": cpu, "cores": os.cpu_count(), "models": model_note, "load_start": load_before,
+                    "ceiling_ms_per_input": ceiling}
     cfg = write_config(work / "serve.yaml", models)
     fault_cfg = write_config(work / "serve-faults.yaml", models, upstream_timeout_s=1.0)
     missing_cfg = write_config(work / "serve-missing.yaml", models, missing_detector=True)
 
     with process(["-m", "tests.serve_upstream"]) as upstream_root:
         upstream = upstream_root + "/v1"
-        with service(cfg, upstream) as url:
-            v1 = url + "/v1"
-            run(run_requests(upstream, 20, 1))  # warm both paths
-            run(run_requests(v1, 20, 1))
-            direct = run(run_requests(upstream, args.latency_requests, 1))
-            proxied = run(run_requests(v1, args.latency_requests, 1))
-            det = run(run_requests(v1, args.latency_requests, 1, path="/detect", body=DETECT))
-            stack_ms = [b["timings_ms"]["total"] for b in det["bodies"]]
-            d50, p50 = pct(direct["latencies"], 50) * 1000, pct(proxied["latencies"], 50) * 1000
-            s50 = statistics.median(stack_ms)
+        with service(cfg, upstream) as url, service(cfg, upstream, "--no-batching") as url_off:
+            v1, v1_off = url + "/v1", url_off + "/v1"
+            lat = interleaved_c1(upstream, v1, args.latency_requests)
+            d50, p50 = pct(lat["direct"], 50), pct(lat["proxy"], 50)
+            s50 = pct(lat["stack"], 50)
             added = p50 - d50
-            print(f"\n## 1. Added latency, concurrency 1 (p50 of {args.latency_requests} requests each)\n")
+            print(f"\n## 1. Added latency, concurrency 1 ({args.latency_requests} requests per path, the paths "
+                  "interleaved request by request)\n")
             print("| path | p50 ms | p99 ms |\n|---|---:|---:|")
-            print(f"| upstream direct | {d50:.2f} | {pct(direct['latencies'], 99) * 1000:.2f} |")
-            print(f"| through inference.serve (header action) | {p50:.2f} | {pct(proxied['latencies'], 99) * 1000:.2f} |")
-            print(f"| /v1/detect round trip (same input, client view) | {pct(det['latencies'], 50) * 1000:.2f} | "
-                  f"{pct(det['latencies'], 99) * 1000:.2f} |")
-            print(f"| detection stack alone (`timings_ms.total` reported by /v1/detect) | {s50:.2f} | "
-                  f"{pct(stack_ms, 99):.2f} |")
+            for name, key in (("upstream direct", "direct"), ("through inference.serve (header action)", "proxy"),
+                              ("/v1/detect round trip (same input, client view)", "detect"),
+                              ("detection stack alone (`timings_ms.total` reported by /v1/detect)", "stack")):
+                print(f"| {name} | {pct(lat[key], 50):.2f} | {pct(lat[key], 99):.2f} |")
             print(f"\nadded latency p50 {added:.2f} ms vs detection p50 {s50:.2f} ms + 5 ms = {s50 + 5:.2f} ms: "
                   f"{'met' if added <= s50 + 5 else 'NOT met'} (proxy overhead beyond detection {added - s50:.2f} ms)")
             report["latency"] = {"direct_p50_ms": d50, "proxy_p50_ms": p50, "stack_p50_ms": s50, "added_ms": added,
-                                 "detect_roundtrip_p50_ms": pct(det["latencies"], 50) * 1000}
+                                 "detect_roundtrip_p50_ms": pct(lat["detect"], 50)}
 
-            rows = {}
+            # batching on and off: two services, measured in alternating rounds so that the other load on the
+            # machine drifts over both alike
+            rows = {"on": [], "off": []}
+            detect_rows = {"on": [], "off": []}
+            run(run_requests(v1_off, 20, 4))
             before = [metric_value(url, f"halugate_batch_size_{x}") for x in ("sum", "count")]
-            on = run(run_requests(v1, args.throughput_requests, c))
+            for _ in range(args.rounds):
+                for name, base in (("on", v1), ("off", v1_off)):
+                    rows[name].append(run(run_requests(base, args.throughput_requests, c)))
             after = [metric_value(url, f"halugate_batch_size_{x}") for x in ("sum", "count")]
-            on["mean_batch"] = (after[0] - before[0]) / max(1.0, after[1] - before[1])  # this run's batches only
-            rows["on"] = on
-            detect_rows = {"on": run(run_requests(v1, args.throughput_requests, c, path="/detect", body=DETECT))}
-        with service(cfg, upstream, "--no-batching") as url:
-            v1 = url + "/v1"
-            run(run_requests(v1, 20, 4))
-            rows["off"] = run(run_requests(v1, args.throughput_requests, c))
-            rows["off"]["mean_batch"] = 1.0
-            detect_rows["off"] = run(run_requests(v1, args.throughput_requests, c, path="/detect", body=DETECT))
-        print(f"\n## 2. Throughput, concurrency {c} ({args.throughput_requests} requests each)\n")
-        print("| micro-batching | req/s | p50 ms | p99 ms | mean batch | errors | lost | incomplete |\n"
-              "|---|---:|---:|---:|---:|---:|---:|---:|")
-        for name, r in rows.items():
-            rps = r["answered"] / r["elapsed"]
-            errors = r["answered"] - r["statuses"].get(200, 0)
-            r["rps"] = rps
-            print(f"| {name} | {rps:.1f} | {pct(r['latencies'], 50) * 1000:.1f} | {pct(r['latencies'], 99) * 1000:.1f}"
-                  f" | {r['mean_batch']:.2f} | {errors} | {r['lost']} | {r['incomplete']} |")
-        for name, r in rows.items():
-            if r["errors"]:
-                print(f"batching {name}: lost requests by client error: {r['errors']}")
-        ratio = rows["on"]["rps"] / rows["off"]["rps"]
-        print(f"\nbatching on / off: {ratio:.2f}x (target >= 2x: {'met' if ratio >= 2 else 'NOT met'})")
-        rps = {k: v["answered"] / v["elapsed"] for k, v in detect_rows.items()}
-        bad = {k: (v["answered"] - v["statuses"].get(200, 0), v["lost"]) for k, v in detect_rows.items()}
-        print(f"\nsame, POST /v1/detect only (no upstream hop), concurrency {c}: on {rps['on']:.1f} req/s, off "
-              f"{rps['off']:.1f} req/s, {rps['on'] / rps['off']:.2f}x; (errors, lost) on {bad['on']}, off {bad['off']}")
-        report["throughput"] = {k: {x: v[x] for x in ("rps", "statuses", "lost", "incomplete", "mean_batch")} | {
-            "p50_ms": pct(v["latencies"], 50) * 1000, "p99_ms": pct(v["latencies"], 99) * 1000}
-            for k, v in rows.items()}
-        report["throughput"]["ratio"] = ratio
-        report["throughput"]["detect_only"] = {"rps": rps, "ratio": rps["on"] / rps["off"], "errors_lost": bad}
+            mean_batch = {"on": (after[0] - before[0]) / max(1.0, after[1] - before[1]), "off": 1.0}
+            for _ in range(args.rounds):
+                for name, base in (("on", v1), ("off", v1_off)):
+                    detect_rows[name].append(run(run_requests(base, args.throughput_requests, c, path="/detect",
+                                                              body=DETECT)))
+        print(f"\n## 2. Throughput, concurrency {c} ({args.rounds} alternating rounds of {args.throughput_requests} "
+              "requests per setting)\n")
+        print("| micro-batching | req/s (all rounds) | req/s per round | p50 ms | p99 ms | mean batch | errors | lost "
+              "| incomplete |\n|---|---:|---|---:|---:|---:|---:|---:|---:|")
+        agg = {}
+        for name, runs in rows.items():
+            a = merge(runs)
+            agg[name] = a
+            per_round = ", ".join(f"{r['answered'] / r['elapsed']:.1f}" for r in runs)
+            print(f"| {name} | {a['rps']:.1f} | {per_round} | {pct(a['latencies'], 50) * 1000:.1f} | "
+                  f"{pct(a['latencies'], 99) * 1000:.1f} | {mean_batch[name]:.2f} | {a['errors_n']} | {a['lost']} | "
+                  f"{a['incomplete']} |")
+            if a["errors"]:
+                print(f"batching {name}: lost requests by client error: {a['errors']}")
+        ratio = agg["on"]["rps"] / agg["off"]["rps"]
+        rounds = [on["answered"] / on["elapsed"] / (off["answered"] / off["elapsed"])
+                  for on, off in zip(rows["on"], rows["off"])]
+        print(f"\nbatching on / off: {ratio:.2f}x over all rounds (per round: "
+              f"{', '.join(f'{x:.2f}' for x in rounds)}; target >= 2x: {'met' if ratio >= 2 else 'NOT met'})")
+        d_agg = {k: merge(v) for k, v in detect_rows.items()}
+        d_ratio = d_agg["on"]["rps"] / d_agg["off"]["rps"]
+        print(f"\nsame, POST /v1/detect only (no upstream hop), concurrency {c}: on {d_agg['on']['rps']:.1f} req/s, "
+              f"off {d_agg['off']['rps']:.1f} req/s, {d_ratio:.2f}x; errors / lost: on {d_agg['on']['errors_n']} / "
+              f"{d_agg['on']['lost']}, off {d_agg['off']['errors_n']} / {d_agg['off']['lost']}")
+        report["throughput"] = {k: {"rps": v["rps"], "statuses": v["statuses"], "lost": v["lost"],
+                                    "incomplete": v["incomplete"], "mean_batch": mean_batch[k],
+                                    "p50_ms": pct(v["latencies"], 50) * 1000, "p99_ms": pct(v["latencies"], 99) * 1000}
+                                for k, v in agg.items()}
+        report["throughput"].update(ratio=ratio, round_ratios=rounds, detect_only_ratio=d_ratio)
 
         with service(cfg, upstream) as url:
             load = run(run_requests(url + "/v1", args.load_requests, c, deadline_s=args.load_seconds))

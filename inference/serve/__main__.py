@@ -10,9 +10,9 @@ import argparse
 import ipaddress
 import logging
 import sys
-from pathlib import Path
 
 from inference.config import ConfigError
+from inference.settings import default_config_path
 
 log = logging.getLogger("halugate.serve")
 
@@ -41,9 +41,7 @@ def main(argv: list[str] | None = None) -> int:
             overrides.append(f"serve.{key}={value}")
     if args.no_batching:
         overrides.append("serve.batching=false")
-    config = args.config
-    if config is None and Path("configs/inference.yaml").is_file():
-        config = "configs/inference.yaml"
+    config = args.config or default_config_path()  # ./configs/inference.yaml, else the packaged defaults
     try:
         import uvicorn
 
