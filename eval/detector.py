@@ -252,7 +252,10 @@ def main(argv=None) -> None:
     p.add_argument("--cv", type=int, metavar="K", help="K-fold cross-validation grouped by source (trains K models)")
     p.add_argument("--config", help="with --cv: the training recipe (YAML) each fold trains")
     p.add_argument("--cv-source", default="ragtruth_test_subset", help="with --cv: the span source that is folded")
-    p.add_argument("--folds", type=int, nargs="*", help="with --cv: run only these folds (0-based); others resume")
+    p.add_argument("--folds", type=int, nargs="*", help="with --cv: run only these folds (0-based); finished "
+                   "others are included in the summary")
+    p.add_argument("--recalibrate", action="store_true",
+                   help="with --cv: keep trained fold models, redo their calibration and scoring")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
                    help="with --cv: override a recipe value")
     p.add_argument("--out", required=True, help="output folder")
@@ -266,7 +269,7 @@ def main(argv=None) -> None:
         if not args.config:
             raise DataError("--cv needs --config (the recipe each fold trains)")
         run_cv(args.config, args.cv, Path(args.out), data_dir=args.data_dir, source=args.cv_source,
-               folds=args.folds, overrides=args.overrides, command=_command(argv))
+               folds=args.folds, overrides=args.overrides, command=_command(argv), recalibrate=args.recalibrate)
         return
     if not args.model or not args.data:
         raise DataError("--model and --data are required (or --cv K --config FILE)")

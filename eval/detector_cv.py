@@ -24,6 +24,7 @@ import statistics
 import time
 from pathlib import Path
 
+from inference.detector_stage import Calibration
 from training.data.spans import SpanDataReport
 from training.span_metrics import detection_metrics
 
@@ -58,14 +59,22 @@ def _mean_std(values: list[float]) -> dict:
             "folds": [round(v, 4) for v in values]}
 
 
-def run_fold(cfg, fold: int, train_recs: list[dict], test_recs: list[dict], out: Path) -> dict:
+def run_fold(cfg, fold: int, train_recs: list[dict], test_recs: list[dict], out: Path,
+             recalibrate: bool = False) -> dict:
+    """Train (unless the fold's model exists and only a recalibration is asked), calibrate, score fold k."""
     from eval.detector import baseline_items, prediction_rows
     from training.detector import group_split, train_and_calibrate
-    from training.detector_scoring import evaluate, runtime_gate
+    from training.detector_scoring import (
+        apply_calibration,
+        fit_calibration,
+        metrics_of,
+        predict,
+        runtime_gate,
+    )
     from training.trainer import write_json
 
     done = out / "fold_metrics.json"
-    if done.is_file():
+    if done.is_file() and not recalibrate:
         log.info("fold %d: done already (%s)", fold, done)
         return json.loads(done.read_text())
     out.mkdir(parents=True, exist_ok=True)
@@ -73,34 +82,41 @@ def run_fold(cfg, fold: int, train_recs: list[dict], test_recs: list[dict], out:
     fit, calib, _ = group_split(train_recs, (1 - s.dev, s.dev, 0.0), cfg.run.seed)
     log.info("fold %d: %d train / %d calibration / %d test records", fold, len(fit), len(calib), len(test_recs))
     cfg.run.output_dir = str(out)
-    started = time.time()
-    train_info = train_and_calibrate(cfg, fit, calib, out, SpanDataReport())
-    train_info.pop("window_line", None)
-    seconds = time.time() - started
-    shutil.rmtree(out / "checkpoints", ignore_errors=True)  # the final weights are at the top of the run dir
-
-    gate = runtime_gate(out)
-    result, preds = evaluate(gate, test_recs)
-    rows = {"detector": result["levels"]}
-    alone = train_info["calibration_candidates"]
-    if gate.detector_calibration.combiner is not None and "off" in cfg.calibration.combiner:
-        # the same model and calibration split, the best calibration without the grounding combiner
-        from training.detector_scoring import calibrate
-
-        cal, _ = calibrate(out, calib, cfg.calibration.window_aggregation, ["off"])
-        alone_result, _ = evaluate(runtime_gate(out, calibration=cal), test_recs)
-        rows["detector_without_combiner"], auroc_alone = alone_result["levels"], alone_result["auroc"]
+    info_path = out / "train_info.json"
+    if recalibrate and info_path.is_file() and (out / "model.safetensors").is_file():
+        train_info = json.loads(info_path.read_text())
+    elif recalibrate and done.is_file() and (out / "model.safetensors").is_file():  # a fold scored before
+        old = json.loads(done.read_text())
+        train_info = {k: old[k] for k in ("train_size", "augmentation", "training_windows", "train_seconds",
+                                          "global_steps")}
     else:
-        rows["detector_without_combiner"], auroc_alone = result["levels"], result["auroc"]
+        train_info = train_and_calibrate(cfg, fit, calib, out, SpanDataReport())
+        train_info.pop("window_line", None)
+        write_json(info_path, train_info)
+        shutil.rmtree(out / "checkpoints", ignore_errors=True)  # the final weights are at the top of the run dir
+
+    # One model pass over the calibration split and one over fold k; every calibration candidate is then
+    # applied to the same window probabilities.
+    gate = runtime_gate(out, calibration=Calibration())
+    hm = gate.settings.hallucination_mitigation.hallucination_model
+    c = cfg.calibration
+    cal, table, by_mode = fit_calibration(calib, predict(gate, calib), hm, c.window_aggregation, c.combiner)
+    raw = predict(gate, test_recs, progress=True)
+    preds = apply_calibration(test_recs, raw, hm, cal)
+    result = metrics_of(test_recs, preds, hm, cal)
+    rows = {"detector": result["levels"]}
+    alone_cal = by_mode.get("off", cal)
+    alone = metrics_of(test_recs, apply_calibration(test_recs, raw, hm, alone_cal), hm, alone_cal)
+    rows["detector_without_combiner"] = alone["levels"]
     for kind in ("flag_everything", "lexical", "grounding_rule"):
         rows[kind] = detection_metrics(baseline_items(test_recs, preds, kind))
     fold_result = {"fold": fold, "n_test": len(test_recs), "n_scored": result["n_scored"],
                    "n_skipped": result["n_skipped"], "skipped": result["skipped"], "rows": rows,
-                   "auroc": result["auroc"], "auroc_without_combiner": auroc_alone,
-                   "calibration": train_info["calibration"], "calibration_candidates": alone,
-                   "train_size": train_info["train_size"], "augmentation": train_info["augmentation"],
-                   "training_windows": train_info["training_windows"], "train_seconds": train_info["train_seconds"],
-                   "fold_seconds": round(seconds, 1), "global_steps": train_info["global_steps"]}
+                   "auroc": result["auroc"], "auroc_without_combiner": alone["auroc"],
+                   "calibration": cal.to_dict(), "calibration_without_combiner": alone_cal.to_dict(),
+                   "calibration_candidates": table, "train_size": train_info["train_size"],
+                   "augmentation": train_info["augmentation"], "training_windows": train_info["training_windows"],
+                   "train_seconds": train_info["train_seconds"], "global_steps": train_info["global_steps"]}
     with open(out / "predictions.jsonl", "w", encoding="utf-8") as fh:
         fh.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in prediction_rows(test_recs, preds, fold=fold))
     write_json(done, fold_result)
@@ -160,9 +176,11 @@ def write_cv_report(path: Path, result: dict) -> None:
               "|---|---|---|---|---|---|"]
     for f in result["folds"]:
         c = f["calibration"] or {}
+        feats = len((c.get("combiner") or {}).get("features", []))
         lines.append(f"| {f['fold']} | {f['n_scored']} | {f['train_size']} | {f['global_steps']} | "
-                     f"{f['train_seconds'] / 60:.1f} | threshold {c.get('threshold')}, {c.get('window_aggregation')}"
-                     f", combiner {'on' if c.get('combiner') else 'off'} |")
+                     f"{f['train_seconds'] / 60:.1f} | threshold {c.get('threshold')} (per task "
+                     f"{c.get('task_thresholds')}), {c.get('window_aggregation')}, combiner "
+                     f"{f'{feats} features' if feats else 'off'} |")
     lines += ["", "## Published RAGTruth figures (full test split; quoted, not computed here)", "",
               "| model | example F1 | span F1 |", "|---|---|---|",
               *[f"| {n} | {e} | {s if s is not None else '-'} |" for n, e, s in PUBLISHED], ""]
@@ -170,7 +188,8 @@ def write_cv_report(path: Path, result: dict) -> None:
 
 
 def run_cv(config: str, k: int, out: Path, data_dir=None, source: str = "ragtruth_test_subset",
-           folds: list[int] | None = None, overrides: list[str] | None = None, command: str = "") -> dict:
+           folds: list[int] | None = None, overrides: list[str] | None = None, command: str = "",
+           recalibrate: bool = False) -> dict:
     import copy
 
     from training.classify import hardware
@@ -197,9 +216,13 @@ def run_cv(config: str, k: int, out: Path, data_dir=None, source: str = "ragtrut
     for fold in range(k):
         test = [r for r in folded if assignment[group_key(r)] == fold]
         train = others + [r for r in folded if assignment[group_key(r)] != fold]
-        if folds and fold not in folds and not (out / f"fold-{fold}" / "fold_metrics.json").is_file():
+        if folds and fold not in folds:
+            if (out / f"fold-{fold}" / "fold_metrics.json").is_file():
+                results.append(json.loads((out / f"fold-{fold}" / "fold_metrics.json").read_text()))
             continue
-        results.append(run_fold(copy.deepcopy(cfg), fold, train, test, out / f"fold-{fold}"))
+        fold_dir = out / f"fold-{fold}"
+        results.append(run_fold(copy.deepcopy(cfg), fold, train, test, fold_dir,
+                                recalibrate and (fold_dir / "model.safetensors").is_file()))
     result = {"config": config, "source": source, "k": k, "n_records": len(folded),
               "n_groups": len(set(assignment)), "folds_done": [f["fold"] for f in results],
               "command": command, "hardware": hardware(), "seconds": round(time.time() - started, 1),

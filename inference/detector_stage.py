@@ -85,6 +85,7 @@ class Calibration:
     window_aggregation: str | None = None
     combiner: Combiner | None = None
     source: str = ""  # where it was read from
+    task_thresholds: dict[str, float] | None = None  # per task type (QA / Summary / Data2txt), else `threshold`
 
     @classmethod
     def from_dict(cls, data: dict | None, source: str = "") -> Calibration:
@@ -92,7 +93,8 @@ class Calibration:
             return cls(source=source)
         comb = data.get("combiner")
         return cls(threshold=data.get("threshold"), window_aggregation=data.get("window_aggregation"),
-                   combiner=Combiner(**comb) if comb else None, source=source)
+                   combiner=Combiner(**comb) if comb else None, source=source,
+                   task_thresholds=data.get("task_thresholds") or None)
 
     @classmethod
     def from_model_dir(cls, model_dir: str | Path | None) -> Calibration:
@@ -106,7 +108,8 @@ class Calibration:
             raise ValueError(f"{path}: unreadable calibration ({exc})") from None
 
     def to_dict(self) -> dict:
-        out: dict = {"threshold": self.threshold, "window_aggregation": self.window_aggregation}
+        out: dict = {"threshold": self.threshold, "window_aggregation": self.window_aggregation,
+                     "task_thresholds": self.task_thresholds}
         if self.combiner is not None:
             out["combiner"] = {"features": list(self.combiner.features), "coef": list(self.combiner.coef),
                                "intercept": self.combiner.intercept}
@@ -131,6 +134,8 @@ class DetectorScores:
     probs: np.ndarray  # after the combiner (== model_probs without one)
     grounding: np.ndarray = field(default_factory=lambda: np.zeros((0, len(FEATURES))))
     windows: int = 0
+    task_type: str | None = None
+    window_probs: list[np.ndarray] = field(default_factory=list)  # per window, before aggregation
 
     @property
     def score(self) -> float:
@@ -138,10 +143,14 @@ class DetectorScores:
         return float(self.probs.max()) if len(self.probs) else 0.0
 
 
-def effective(settings, calibration: Calibration | None) -> tuple[float, str, Combiner | None]:
-    """(threshold, window aggregation, combiner) after applying the model's calibration when allowed."""
+def effective(settings, calibration: Calibration | None, task_type: str | None = None
+              ) -> tuple[float, str, Combiner | None]:
+    """(threshold, window aggregation, combiner) after applying the model's calibration when allowed; the
+    threshold is the task type's own when the calibration has one."""
     cal = calibration if (calibration is not None and getattr(settings, "use_model_calibration", True)) else None
     threshold = cal.threshold if cal and cal.threshold is not None else settings.threshold
+    if cal and cal.task_thresholds and task_type in cal.task_thresholds:
+        threshold = cal.task_thresholds[task_type]
     aggregation = cal.window_aggregation if cal and cal.window_aggregation else settings.window_aggregation
     return threshold, aggregation, cal.combiner if cal else None
 
@@ -170,20 +179,31 @@ def score_answers(runner, jobs: list[DetectorJob], settings, calibration: Calibr
             per_window.append(answer_token_probs(logits[pos], w, hallucinated_id))
             pos += 1
         offsets = list(job.windows[0].answer_offsets) if job.windows else []
-        model_probs = aggregate(per_window, aggregation) if offsets else np.zeros(0)
         grounding = grounding_features(job.answer, job.context, job.question, offsets,
                                        ContextIndex(f"{job.context}\n{job.question or ''}"))
-        probs = model_probs
-        if combiner is not None and len(offsets):
-            probs = combiner.apply(design_matrix(model_probs, grounding, job.task_type, combiner.features))
-        out.append(DetectorScores(offsets, model_probs, probs, grounding, len(job.windows)))
+        raw = DetectorScores(offsets, np.zeros(0), np.zeros(0), grounding, len(job.windows), job.task_type,
+                             per_window)
+        out.append(rescore(raw, aggregation, combiner))
     return out
+
+
+def rescore(scores: DetectorScores, aggregation: str, combiner: Combiner | None) -> DetectorScores:
+    """The same windows' probabilities under another aggregation / combiner (no model call)."""
+    if not scores.answer_offsets:
+        return DetectorScores([], np.zeros(0), np.zeros(0), scores.grounding, scores.windows, scores.task_type,
+                              scores.window_probs)
+    model_probs = aggregate(scores.window_probs, aggregation)
+    probs = model_probs
+    if combiner is not None:
+        probs = combiner.apply(design_matrix(model_probs, scores.grounding, scores.task_type, combiner.features))
+    return DetectorScores(scores.answer_offsets, model_probs, probs, scores.grounding, scores.windows,
+                          scores.task_type, scores.window_probs)
 
 
 def scores_to_spans(answer: str, scores: DetectorScores, settings, calibration: Calibration | None = None,
                     threshold: float | None = None) -> list[dict]:
     """Spans from (combined) token probabilities: threshold, merging, word snapping, the span filters."""
-    t, _, _ = effective(settings, calibration)
+    t, _, _ = effective(settings, calibration, scores.task_type)
     t = t if threshold is None else threshold
     raw = token_probs_to_spans(answer, scores.answer_offsets, scores.probs, threshold=t,
                                min_span_chars=max(1, settings.min_span_length))

@@ -359,7 +359,7 @@ def train_and_calibrate(cfg: DetectorConfig, train_recs: list[dict], dev_recs: l
     calibration, table = None, []
     c = cfg.calibration
     if c.enabled and dev_recs:
-        calibration, table = calibrate(out, dev_recs, c.window_aggregation, c.combiner)
+        calibration, table, _ = calibrate(out, dev_recs, c.window_aggregation, c.combiner)
     write_json(out / "detector.json", {
         "format": "[CLS] context [SEP] question [SEP] answer [SEP] (inference.spans)",
         "max_length": ml, "threshold": cfg.eval.threshold, "min_span_chars": cfg.eval.min_span_chars,

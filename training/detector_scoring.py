@@ -95,26 +95,34 @@ def predict(gate, records: list[dict], batch: int = 64, progress: bool = False) 
 def scored_items(records: list[dict], preds: list[Prediction], threshold: float | None = None,
                  settings=None, calibration=None) -> list[Scored]:
     """Scored items for the metrics; with `threshold`, spans are rebuilt at that threshold (sweeps)."""
-    from inference.detector_stage import scores_to_spans
+    from inference.detector_stage import effective, scores_to_spans
 
     items = []
     for rec, p in zip(records, preds):
         if p.scores is None:
             continue
-        spans = p.spans if threshold is None else scores_to_spans(rec["answer"], p.scores, settings, calibration,
-                                                                  threshold=threshold)
-        t = threshold if threshold is not None else None
-        pred_tokens = [int(x >= (t if t is not None else _threshold_of(settings, calibration)))
-                       for x in p.scores.probs]
+        if threshold is None:
+            spans, t = p.spans, effective(settings, calibration, p.scores.task_type)[0]
+        else:
+            spans, t = scores_to_spans(rec["answer"], p.scores, settings, calibration, threshold=threshold), threshold
         items.append(Scored(rec.get("task_type"), rec["spans"], spans,
-                            token_labels(rec["answer"], p.scores.answer_offsets, rec["spans"]), pred_tokens))
+                            token_labels(rec["answer"], p.scores.answer_offsets, rec["spans"]),
+                            [int(x >= t) for x in p.scores.probs]))
     return items
 
 
-def _threshold_of(settings, calibration) -> float:
-    from inference.detector_stage import effective
+def apply_calibration(records: list[dict], preds: list[Prediction], settings, cal: Calibration) -> list[Prediction]:
+    """Predictions under another calibration, from the same window probabilities (no model call)."""
+    from inference.detector_stage import rescore, scores_to_spans
 
-    return effective(settings, calibration)[0]
+    out = []
+    for rec, p in zip(records, preds):
+        if p.scores is None:
+            out.append(p)
+            continue
+        sc = rescore(p.scores, cal.window_aggregation or settings.window_aggregation, cal.combiner)
+        out.append(Prediction(sc, scores_to_spans(rec["answer"], sc, settings, cal)))
+    return out
 
 
 def per_task_auroc(records: list[dict], preds: list[Prediction]) -> dict:
@@ -155,65 +163,88 @@ def fit_combiner(records: list[dict], preds: list[Prediction], c: float = 1.0,
 
 
 COMBINER_MODES = {"off": None, "on": DEFAULT_COMBINER_FEATURES, "all": ALL_FEATURES}
+MIN_TASK_RECORDS = 8  # a task type with fewer calibration records uses the global threshold
+
+
+def _best_threshold(records, preds, settings, cal) -> tuple[float, float]:
+    scored = [(objective(scored_items(records, preds, threshold=t, settings=settings, calibration=cal)), t)
+              for t in THRESHOLDS]
+    best = max(scored)
+    return best[1], best[0]
+
+
+def fit_calibration(records: list[dict], raw: list[Prediction], settings, aggregations=("max", "min"),
+                    combiner_modes=("off", "on")) -> tuple[Calibration, list[dict], dict[str, Calibration]]:
+    """Choose window aggregation, combiner and thresholds (global and per task type) on calibration records.
+
+    `raw` are the records' runtime predictions (any calibration: only their window probabilities are used).
+    Combiner modes: "off" (the model's probabilities), "on" (model + local grounding signals: numbers, names),
+    "all" (also the word- and sentence-level absences). Returns the best calibration, the table of every
+    candidate's objective, and the best calibration of each combiner mode.
+    """
+    from inference.detector_stage import rescore
+
+    table, best_by_mode, best = [], {}, None
+    by_task: dict[str, list[int]] = {}
+    for i, rec in enumerate(records):
+        by_task.setdefault(rec.get("task_type") or "unknown", []).append(i)
+    for agg in aggregations:
+        base = [Prediction(rescore(p.scores, agg, None), []) if p.scores is not None else p for p in raw]
+        for mode in combiner_modes:
+            combiner = fit_combiner(records, base, features=COMBINER_MODES[mode]) if COMBINER_MODES[mode] else None
+            cal = Calibration(None, agg, combiner)
+            preds = apply_calibration(records, raw, settings, cal)
+            cal.threshold, global_obj = _best_threshold(records, preds, settings, cal)
+            task_t = {}
+            for task, idx in sorted(by_task.items()):
+                if len(idx) >= MIN_TASK_RECORDS and task != "unknown":
+                    task_t[task] = _best_threshold([records[i] for i in idx], [preds[i] for i in idx], settings,
+                                                   cal)[0]
+            per_task = Calibration(cal.threshold, agg, combiner, task_thresholds=task_t or None)
+            final = apply_calibration(records, raw, settings, per_task)
+            task_obj = objective(scored_items(records, final, settings=settings, calibration=per_task))
+            obj = max(global_obj, task_obj)
+            if task_t and task_obj > global_obj:  # per-task thresholds only when they help on these records
+                cal = per_task
+            table.append({"window_aggregation": agg, "combiner": mode, "threshold": cal.threshold,
+                          "objective_global_threshold": round(global_obj, 4), "task_thresholds": task_t,
+                          "objective_task_thresholds": round(task_obj, 4), "objective": round(obj, 4)})
+            if mode not in best_by_mode or obj > best_by_mode[mode][0]:
+                best_by_mode[mode] = (obj, cal)
+            if best is None or obj > best[0]:
+                best = (obj, cal)
+    assert best is not None
+    log.info("calibration: %s (objective %.4f on %d records)", {**best[1].to_dict(), "combiner": bool(best[1].combiner)},
+             best[0], len(records))
+    return best[1], table, {m: c for m, (_, c) in best_by_mode.items()}
 
 
 def calibrate(model_dir: str | Path, records: list[dict], aggregations=("max", "min"),
-              combiner_modes=("off", "on")) -> tuple[Calibration, list[dict]]:
-    """Choose window aggregation, combiner and threshold on a held-out calibration split.
+              combiner_modes=("off", "on")) -> tuple[Calibration, list[dict], dict[str, Calibration]]:
+    """fit_calibration on a model dir's runtime predictions (one model pass over the records)."""
+    gate = runtime_gate(model_dir, calibration=Calibration())
+    raw = predict(gate, records)
+    return fit_calibration(records, raw, gate.settings.hallucination_mitigation.hallucination_model, aggregations,
+                           combiner_modes)
 
-    Combiner modes: "off" (the model's probabilities), "on" (model + local grounding signals: numbers, names),
-    "all" (also the word- and sentence-level absences, which blur localisation).
 
-    Returns the chosen Calibration and the table of every candidate's best objective (for the run report).
-    """
-    from inference.detector_stage import DetectorScores
+def metrics_of(records: list[dict], preds: list[Prediction], settings, cal: Calibration) -> dict:
+    from inference.detector_stage import effective
 
-    table, best = [], None
-    for agg in aggregations:
-        gate = runtime_gate(model_dir, calibration=Calibration(window_aggregation=agg))
-        raw = predict(gate, records)
-        hm = gate.settings.hallucination_mitigation.hallucination_model
-        for mode in combiner_modes:
-            cal = Calibration(window_aggregation=agg)
-            preds = raw
-            if COMBINER_MODES[mode] is not None:
-                cal.combiner = fit_combiner(records, raw, features=COMBINER_MODES[mode])
-                preds = []
-                for rec, p in zip(records, raw):
-                    if p.scores is None:
-                        preds.append(p)
-                        continue
-                    s = p.scores
-                    probs = cal.combiner.apply(design_matrix(s.model_probs, s.grounding, rec.get("task_type"),
-                                                             cal.combiner.features))
-                    preds.append(Prediction(DetectorScores(s.answer_offsets, s.model_probs, probs, s.grounding,
-                                                           s.windows), []))
-            for t in THRESHOLDS:
-                items = scored_items(records, preds, threshold=t, settings=hm, calibration=cal)
-                score = objective(items)
-                if best is None or score > best[0]:
-                    best = (score, Calibration(t, agg, cal.combiner))
-            row_best = max(objective(scored_items(records, preds, threshold=t, settings=hm, calibration=cal))
-                           for t in THRESHOLDS)
-            table.append({"window_aggregation": agg, "combiner": mode, "best_objective": round(row_best, 4)})
-    assert best is not None
-    log.info("calibration: %s (objective %.4f on %d records)", best[1].to_dict() | {"combiner": bool(best[1].combiner)},
-             best[0], len(records))
-    return best[1], table
+    items = scored_items(records, preds, settings=settings, calibration=cal)
+    skipped = [(r["id"], p.error) for r, p in zip(records, preds) if p.scores is None]
+    threshold, aggregation, combiner = effective(settings, cal)
+    return {"threshold": threshold, "task_thresholds": cal.task_thresholds if cal else None,
+            "window_aggregation": aggregation, "combiner": combiner is not None,
+            "n_scored": len(items), "n_skipped": len(skipped), "skipped": skipped[:50],
+            "levels": detection_metrics(items), "auroc": per_task_auroc(records, preds)}
 
 
 def evaluate(gate, records: list[dict], with_sweep: bool = False) -> tuple[dict, list[Prediction]]:
     """Metrics (levels, per-task AUROC, counts) of the gate's Detector on span records."""
     preds = predict(gate, records, progress=True)
     hm = gate.settings.hallucination_mitigation.hallucination_model
-    items = scored_items(records, preds, settings=hm, calibration=gate.detector_calibration)
-    skipped = [(r["id"], p.error) for r, p in zip(records, preds) if p.scores is None]
-    from inference.detector_stage import effective
-
-    threshold, aggregation, combiner = effective(hm, gate.detector_calibration)
-    result = {"threshold": threshold, "window_aggregation": aggregation, "combiner": combiner is not None,
-              "n_scored": len(items), "n_skipped": len(skipped), "skipped": skipped[:50],
-              "levels": detection_metrics(items), "auroc": per_task_auroc(records, preds)}
+    result = metrics_of(records, preds, hm, gate.detector_calibration)
     if with_sweep:
         result["sweep"] = [
             {"threshold": t, **{f"{lvl}_{k}": m[lvl]["overall"][k] for lvl in ("example", "span", "token")
