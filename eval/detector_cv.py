@@ -154,6 +154,10 @@ def write_cv_report(path: Path, result: dict) -> None:
              f"over folds, %. Command: `{result['command']}`. Hardware: {result['hardware']}. "
              f"Wall time {result['seconds'] / 60:.0f} min. Records the data layer could not use are counted "
              f"and named in metrics.json (`data_report`).")
+    done = result["folds_done"]
+    if len(done) < k:
+        intro += (f" **Only folds {', '.join(map(str, done))} of {k} were run** (time budget); the mean and "
+                  f"standard deviation are over those {len(done)} folds.")
     lines = [f"# Detector {k}-fold cross-validation, grouped by source", "", intro, "",
              "| | example P | example R | example F1 | span P | span R | span F1 | token P | token R | token F1 |",
              "|---|---|---|---|---|---|---|---|---|---|"]
