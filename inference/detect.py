@@ -190,8 +190,7 @@ class HaluGate:
         # Context extraction: parse, validate, and window every input before any model runs, so that bad or
         # oversized input fails fast and loses nothing.
         t0 = time.perf_counter()
-        items = self.prepare(raw, where) if m.enabled else [_Item(parse_input(x, where(i)), Result())
-                                                             for i, x in enumerate(raw)]
+        items = self.prepare(raw, where)
         timings["context"] = time.perf_counter() - t0
 
         active = []
@@ -339,7 +338,7 @@ class HaluGate:
         detector = self.runners["detector"]
         for i, it in enumerate(items):
             it.context = join_documents(it.data.context)
-            if detector is not None and it.context and it.data.answer.strip():
+            if detector is not None and m.enabled and it.context and it.data.answer.strip():
                 it.windows = detector_windows(
                     detector.tokenizer, it.context, it.data.question, it.data.answer,
                     max_length=self._detector_max_length(), overlap=m.hallucination_model.window_overlap,
