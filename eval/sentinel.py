@@ -17,6 +17,12 @@ from inference.formatting import sentinel_text
 from inference.labels import SENTINEL_LABELS
 from training.metrics import classification_metrics
 
+EPILOG = """\
+examples:
+  python -m eval.sentinel --model runs/sentinel-offline                      # the run's own test split
+  python -m eval.sentinel --model runs/sentinel-offline --data prompts.jsonl truthfulqa
+prompts.jsonl: one {"text": ..., "label": 0 | 1 | "FACT_CHECK_NEEDED" | "NO_FACT_CHECK_NEEDED"} per line."""
+
 
 def parse_label(value, where: str) -> int:
     """0 / 1 (int, or a string of one) or a label name (SENTINEL_LABELS, any case) -> class index."""
@@ -35,22 +41,8 @@ def parse_label(value, where: str) -> int:
                     f"{SENTINEL_LABELS[0]} or {SENTINEL_LABELS[1]})")
 
 
-def _numbered_jsonl(path: Path):
-    """(file line number, parsed JSON) per non-empty line; invalid JSON names the file and line."""
-    from training.data.base import DataError
-
-    with open(path, encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                yield lineno, json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DataError(f"{path}:{lineno}: invalid JSON ({exc.msg})") from None
-
-
 def load_records(specs: list[str], data_dir: str | None) -> list[dict]:
-    from training.data.base import DataError, get_adapter
+    from training.data.base import DataError, get_adapter, numbered_jsonl
 
     records: list[dict] = []
     for spec in specs:
@@ -58,7 +50,7 @@ def load_records(specs: list[str], data_dir: str | None) -> list[dict]:
         if path.suffix == ".jsonl" or path.is_file():
             if not path.is_file():
                 raise DataError(f"{path}: file not found")
-            for i, r in _numbered_jsonl(path):
+            for i, r in numbered_jsonl(path):
                 if not isinstance(r, dict):
                     raise DataError(f"{path}:{i}: expected a JSON object with fields text and label")
                 missing = [k for k in ("text", "label") if k not in r]
@@ -75,7 +67,8 @@ def load_records(specs: list[str], data_dir: str | None) -> list[dict]:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m eval.sentinel", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m eval.sentinel", description=__doc__.splitlines()[0], epilog=EPILOG,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", required=True, help="Sentinel run dir (or any dir with the merged model)")
     p.add_argument("--data", nargs="*", default=None, help="JSONL files or prompt-dataset names")
     p.add_argument("--data-dir", default=None)
@@ -94,6 +87,8 @@ def main(argv=None) -> int:
         records = load_records(specs, args.data_dir)
         if not records:
             raise DataError(f"no records in {', '.join(specs)}")
+        if not (model_dir / "config.json").is_file():
+            raise DataError(f"--model {model_dir}: no config.json there (not a Sentinel run or model directory)")
     except DataError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -9,8 +9,8 @@ Batching is real batching: sequences are sorted by length, cut into batches of `
 `max_batch_tokens` padded tokens), padded to the longest sequence of their batch only, run in one call each,
 and returned in the caller's order.
 
-    runner = load_runner("runs/demo/export/detector", task="token")               # ONNX fp32
-    runner = load_runner("runs/demo/export/detector", task="token", precision="int8")
+    runner = load_runner("runs/demo/export/detector", task="token")               # ONNX int8 if shipped, else fp32
+    runner = load_runner("runs/demo/export/detector", task="token", precision="fp32")
     runner = load_runner("runs/detector-offline", task="token", backend="torch")  # run dir / checkpoint
 """
 
@@ -47,6 +47,17 @@ class Features:
 
     def __len__(self) -> int:
         return len(self.input_ids)
+
+
+def physical_cores() -> int:
+    """Physical CPU cores this process may run on (psutil when installed, else the logical count)."""
+    logical = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    try:
+        import psutil
+
+        return max(1, min(logical, psutil.cpu_count(logical=False) or logical))
+    except ImportError:
+        return max(1, logical)
 
 
 def softmax(logits: np.ndarray, axis: int = -1) -> np.ndarray:
@@ -163,7 +174,9 @@ def find_onnx_file(model_dir: str | Path, precision: str = "fp32", onnx_file: st
         if not path.is_file():
             raise ModelLoadError(f"{path}: ONNX file not found")
         return path
-    names = INT8_FILES if precision == "int8" else FP32_FILES
+    # "auto": the int8 file when the export has one (training.export leaves it there only when it passed its
+    # agreement check against fp32), else fp32
+    names = INT8_FILES if precision == "int8" else (INT8_FILES + FP32_FILES if precision == "auto" else FP32_FILES)
     for name in names:
         if (model_dir / name).is_file():
             return model_dir / name
@@ -293,7 +306,7 @@ class OnnxRunner(ClassifierRunner):
 
     def __init__(self, model_dir: str | Path, task: str, *, precision: str = "fp32", onnx_file: str = "",
                  use_cpu: bool = True, providers: Sequence[str] | None = None, num_threads: int = 0,
-                 batch_size: int = 8, max_batch_tokens: int = 65536):
+                 batch_size: int = 8, max_batch_tokens: int = 65536, spin_wait: bool = True):
         import onnxruntime as ort
 
         model_dir = Path(model_dir)
@@ -302,8 +315,10 @@ class OnnxRunner(ClassifierRunner):
         path = find_onnx_file(model_dir, precision, onnx_file)
         options = ort.SessionOptions()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        if num_threads:
-            options.intra_op_num_threads = int(num_threads)
+        # one thread per physical core: hyper-threads share the core's vector units and only add contention
+        options.intra_op_num_threads = int(num_threads) or physical_cores()
+        if not spin_wait:
+            options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         if providers is None:
             available = ort.get_available_providers()
             providers = ["CPUExecutionProvider"] if use_cpu else [
@@ -332,7 +347,7 @@ class OnnxRunner(ClassifierRunner):
                          max_length=_max_positions(model_dir), batch_size=batch_size,
                          max_batch_tokens=max_batch_tokens,
                          takes_token_type_ids="token_type_ids" in self.input_names)
-        self.precision = "int8" if path.name in INT8_FILES else precision
+        self.precision = "int8" if path.name in INT8_FILES else ("fp32" if precision == "auto" else precision)
 
     def _feed(self, name: str, array: np.ndarray) -> np.ndarray:
         return array.astype(np.int32) if self.input_types.get(name) == "tensor(int32)" else array
@@ -425,8 +440,9 @@ def resolve_model_dir(model_id: str | Path) -> Path:
 
 
 def load_runner(model_dir: str | Path, task: str, backend: str = "onnx", *, use_cpu: bool = True,
-                precision: str = "fp32", onnx_file: str = "", num_threads: int = 0, batch_size: int = 8,
-                max_batch_tokens: int = 65536, providers: Sequence[str] | None = None) -> ClassifierRunner:
+                precision: str = "auto", onnx_file: str = "", num_threads: int = 0, batch_size: int = 8,
+                max_batch_tokens: int = 65536, providers: Sequence[str] | None = None,
+                spin_wait: bool = True) -> ClassifierRunner:
     """A runner for `model_dir` ("onnx": an export dir; "torch": a run dir / checkpoint)."""
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
@@ -434,6 +450,6 @@ def load_runner(model_dir: str | Path, task: str, backend: str = "onnx", *, use_
     if backend == "onnx":
         return OnnxRunner(model_dir, task, precision=precision, onnx_file=onnx_file, use_cpu=use_cpu,
                           providers=providers, num_threads=num_threads, batch_size=batch_size,
-                          max_batch_tokens=max_batch_tokens)
+                          max_batch_tokens=max_batch_tokens, spin_wait=spin_wait)
     return TorchRunner(model_dir, task, use_cpu=use_cpu, num_threads=num_threads, batch_size=batch_size,
                        max_batch_tokens=max_batch_tokens)

@@ -27,18 +27,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from inference import explain
 from inference.actions import apply_actions
 from inference.backends import ClassifierRunner, load_runner
-from inference.calibration import sentinel_threshold
 from inference.config import ConfigError, apply_overrides, from_dict, to_dict
-from inference.detector_stage import Calibration, DetectorJob, DetectorScores, score_answers, scores_to_spans
-from inference.formatting import nli_pair, sentinel_text
-from inference.labels import DETECTOR_LABELS, EXPLAINER_LABELS, SENTINEL_LABELS
+from inference.detector_stage import Calibration, DetectorJob, DetectorScores, score_answers
+from inference.labels import DETECTOR_LABELS
 from inference.messages import DetectInput, InputError, parse_input
-from inference.result import STAGES, Evidence, Result, Span
+from inference.result import STAGES, Result, Span
 from inference.settings import InferenceSettings, default_config_path, load_settings
 from inference.spans import SpecialTokens
+from inference.stages import Stage, label_index, pipeline
 from inference.windowing import (
     InputTooLongError,
     detector_windows,
@@ -49,15 +47,8 @@ log = logging.getLogger("halugate.inference")
 
 __all__ = ["HaluGate", "InputError", "InputTooLongError", "Result", "Span", "detect", "detect_batch"]
 
-STAGE_MODELS = {"sentinel": "fact_check_model", "detector": "hallucination_model", "explainer": "nli_model"}
-STAGE_TASKS = {"sentinel": "sequence", "detector": "token", "explainer": "sequence"}
-
-
-def _label_index(labels: Sequence[str], name: str, stage: str, model: str) -> int:
-    lowered = [x.lower() for x in labels]
-    if name.lower() in lowered:
-        return lowered.index(name.lower())
-    raise RuntimeError(f"{stage} model {model}: label {name!r} not in its label map {list(labels)}")
+# The model stages in pipeline order: stage name -> its config section under hallucination_mitigation
+STAGE_MODELS = {s.name: s.settings_key for s in pipeline() if s.settings_key}
 
 
 @dataclass
@@ -77,28 +68,31 @@ class HaluGate:
 
     def __init__(self, settings: InferenceSettings | None = None, *, sentinel: ClassifierRunner | None = None,
                  detector: ClassifierRunner | None = None, explainer: ClassifierRunner | None = None,
-                 load: bool = True):
+                 load: bool = True, runners: dict[str, ClassifierRunner] | None = None):
         self.settings = settings or InferenceSettings()
         m = self.settings.hallucination_mitigation
-        self.runners: dict[str, ClassifierRunner | None] = {"sentinel": sentinel, "detector": detector,
-                                                             "explainer": explainer}
+        self.stages = pipeline()
+        injected = {"sentinel": sentinel, "detector": detector, "explainer": explainer, **(runners or {})}
+        self.runners: dict[str, ClassifierRunner | None] = {
+            stage.name: injected.get(stage.name) for stage in self.stages if stage.settings_key}
         self.load_errors: dict[str, str] = {}
         if load:
-            for stage, key in STAGE_MODELS.items():
-                model_cfg = getattr(m, key)
-                if self.runners[stage] is None and model_cfg.model_id:
+            for stage in self.stages:
+                model_cfg = getattr(m, stage.settings_key) if stage.settings_key else None
+                if model_cfg is not None and self.runners[stage.name] is None and model_cfg.model_id:
                     self._load(stage, model_cfg)
         if self.runners["detector"] is None and not m.hallucination_model.model_id and "detector" not in \
                 self.load_errors:
             raise ConfigError("hallucination_mitigation.hallucination_model.model_id: required (the Detector's "
                               "export dir, run dir or Hub id)")
-        for stage, runner in self.runners.items():
+        for stage in self.stages:
+            runner = self.runners.get(stage.name)
             if runner is not None:
                 try:
-                    self._check_labels(stage, runner)
+                    self._check_model(stage, runner)
                 except RuntimeError as exc:
-                    self.runners[stage] = None
-                    self.load_errors[stage] = str(exc)
+                    self.runners[stage.name] = None
+                    self.load_errors[stage.name] = str(exc)
         self.detector_calibration = Calibration()
         if self.runners["detector"] is not None:
             try:
@@ -119,7 +113,7 @@ class HaluGate:
 
     @classmethod
     def from_dirs(cls, detector: str | Path, sentinel: str | Path | None = None,
-                  explainer: str | Path | None = None, *, backend: str = "onnx", precision: str = "fp32",
+                  explainer: str | Path | None = None, *, backend: str = "onnx", precision: str = "auto",
                   use_cpu: bool = True, overrides: list[str] | None = None) -> HaluGate:
         """From model directories (export dirs for onnx, run dirs for torch); everything else at its default,
         or set through `overrides` (e.g. ["hallucination_mitigation.fail_mode=closed"])."""
@@ -133,25 +127,24 @@ class HaluGate:
         apply_overrides(data, overrides)
         return cls(from_dict(InferenceSettings, data, "<from_dirs>"))
 
-    def _load(self, stage: str, model_cfg) -> None:
+    def _load(self, stage: Stage, model_cfg) -> None:
         m = self.settings.hallucination_mitigation
         try:
-            self.runners[stage] = load_runner(
-                model_cfg.model_id, STAGE_TASKS[stage], m.backend, use_cpu=model_cfg.use_cpu,
+            self.runners[stage.name] = load_runner(
+                model_cfg.model_id, stage.task, m.backend, use_cpu=model_cfg.use_cpu,
                 precision=m.precision, onnx_file=model_cfg.onnx_file, num_threads=m.num_threads,
-                batch_size=model_cfg.batch_size)
+                batch_size=model_cfg.batch_size, spin_wait=m.spin_wait)
         except Exception as exc:  # noqa: BLE001 - any load failure makes the stage unavailable, with the reason
-            self.load_errors[stage] = f"{type(exc).__name__}: {exc}" if not str(exc).startswith(
+            self.load_errors[stage.name] = f"{type(exc).__name__}: {exc}" if not str(exc).startswith(
                 str(model_cfg.model_id)) else str(exc)
 
     @staticmethod
-    def _check_labels(stage: str, runner: ClassifierRunner) -> None:
-        needed = {"sentinel": SENTINEL_LABELS[1:], "detector": DETECTOR_LABELS[1:], "explainer": EXPLAINER_LABELS}
-        for name in needed[stage]:
-            _label_index(runner.labels, name, stage, runner.model_dir)
-        if runner.task != STAGE_TASKS[stage]:
-            raise RuntimeError(f"{stage} model {runner.model_dir}: a {runner.task} classifier, "
-                               f"a {STAGE_TASKS[stage]} classifier is needed")
+    def _check_model(stage: Stage, runner: ClassifierRunner) -> None:
+        for name in stage.labels:
+            label_index(runner.labels, name, stage.name, runner.model_dir)
+        if runner.task != stage.task:
+            raise RuntimeError(f"{stage.name} model {runner.model_dir}: a {runner.task} classifier, "
+                               f"a {stage.task} classifier is needed")
 
     # ---- public API --------------------------------------------------------------------------------------------
 
@@ -179,7 +172,8 @@ class HaluGate:
 
     # ---- pipeline ----------------------------------------------------------------------------------------------
 
-    def _fail(self, item: _Item, stage: str, message: str) -> None:
+    def fail(self, item: _Item, stage: str, message: str) -> None:
+        """Record a stage failure on one input (its result becomes `unavailable`)."""
         item.result.errors.append({"stage": stage, "message": message})
 
     def _run(self, raw: list, where) -> list[Result]:
@@ -203,20 +197,11 @@ class HaluGate:
             else:
                 active.append(it)
 
-        t0 = time.perf_counter()
-        self._sentinel(active)
-        timings["sentinel"] = time.perf_counter() - t0
-
-        for it in active:
-            self._decide(it)
-
-        t0 = time.perf_counter()
-        self._detector([it for it in active if it.run_detector])
-        timings["detector"] = time.perf_counter() - t0
-
-        t0 = time.perf_counter()
-        self._explainer([it for it in active if it.run_detector and it.result.spans])
-        timings["explainer"] = time.perf_counter() - t0
+        for stage in self.stages:  # each stage picks the items it applies to (inference.stages)
+            t0 = time.perf_counter()
+            stage.run(self, active)
+            if stage.name in timings:
+                timings[stage.name] += time.perf_counter() - t0
 
         timings["total"] = time.perf_counter() - t_start
         for it in items:
@@ -240,93 +225,20 @@ class HaluGate:
         return SpecialTokens(tok.cls_id, tok.sep_id, tok.pad_id) if tok is not None else None
 
     @staticmethod
-    def _task_type(data: DetectInput) -> str:
+    def task_type(data: DetectInput) -> str:
         # RAGTruth-style template: the caller's task type, else QA when there is a question, Summary otherwise.
         return data.task_type or ("QA" if data.question else "Summary")
 
-    def _stage_error(self, stage: str) -> str | None:
+    def stage_error(self, stage: str) -> str | None:
         if stage in self.load_errors:
             return f"not loaded: {self.load_errors[stage]}"
         return None
 
-    def _sentinel(self, items: list[_Item]) -> None:
-        m = self.settings.hallucination_mitigation
-        runner = self.runners["sentinel"]
-        asked = []
-        for it in items:
-            if not it.data.question:
-                # Explicit context/answer without a question: the caller asks for verification.
-                it.result.fact_check_needed = True
-            elif runner is None and "sentinel" not in self.load_errors:
-                it.result.fact_check_needed = True  # no Sentinel configured: verify everything
-            elif runner is None:
-                self._fail(it, "sentinel", self._stage_error("sentinel"))
-            else:
-                asked.append(it)
-        if not asked:
-            return
-        try:
-            probs = runner.classify([sentinel_text(it.data.question) for it in asked])
-            needed = _label_index(runner.labels, SENTINEL_LABELS[1], "sentinel", runner.model_dir)
-            # the config's threshold, else the model's calibrated one (sentinel.json), else 0.6
-            threshold = sentinel_threshold(m.fact_check_model.threshold, getattr(runner, "model_dir", None))
-        except Exception as exc:  # noqa: BLE001 - a failing model is reported, never read as "not needed"
-            for it in asked:
-                self._fail(it, "sentinel", f"run failed: {type(exc).__name__}: {exc}")
-            return
-        for it, p in zip(asked, probs):
-            it.result.fact_check_confidence = float(p[needed])
-            it.result.fact_check_needed = bool(p[needed] >= threshold)
-
-    def _decide(self, it: _Item) -> None:
-        r = it.result
-        has_context = bool(it.context)
-        decision = self.settings.select(r.fact_check_needed, has_context)
-        plugin = decision.plugin() if decision else None
-        r.decision = decision.name if decision else None
-        if plugin is None or not plugin.enabled:
-            r.status = "skipped"
-            r.reason = "no_fact_check_needed" if r.fact_check_needed is False else (
-                "no_decision" if decision is None else "plugin_disabled")
-            return
-        it.plugin = plugin
-        if not has_context:
-            r.status, r.reason = "skipped", "no_context"
-            r.unverified_factual = r.fact_check_needed is not False
-            return
-        if self.runners["detector"] is None:
-            self._fail(it, "detector", self._stage_error("detector") or "no Detector")
-            return
-        it.run_detector = True
-
-    def _detector(self, items: list[_Item]) -> None:
-        if not items:
-            return
-        hm = self.settings.hallucination_mitigation.hallucination_model
-        for it in items:
-            it.result.detector_windows = len(it.windows)
-        try:
-            scores = self.score_tokens(items)
-        except Exception as exc:  # noqa: BLE001
-            for it in items:
-                self._fail(it, "detector", f"run failed: {type(exc).__name__}: {exc}")
-                it.run_detector = False
-            return
-        for it, sc in zip(items, scores):
-            raw = scores_to_spans(it.data.answer, sc, hm, self.detector_calibration)
-            it.result.hallucination_score = sc.score
-            it.result.spans = [
-                Span(start=s["start"], end=s["end"], text=s["text"], confidence=s["confidence"],
-                     severity=explain.UNEXPLAINED_SEVERITY,
-                     explanation=explain.explanation(None, None, s["confidence"], "", "NLI not run"))
-                for s in raw]
-            it.result.hallucination_detected = bool(it.result.spans)
-
     def score_tokens(self, items: list[_Item]) -> list[DetectorScores]:
         """The Detector stage's token scores for prepared items (windows built): what eval.detector scores."""
         runner = self.runners["detector"]
-        hallucinated = _label_index(runner.labels, DETECTOR_LABELS[1], "detector", runner.model_dir)
-        jobs = [DetectorJob(it.windows, it.data.answer, it.context, it.data.question, self._task_type(it.data))
+        hallucinated = label_index(runner.labels, DETECTOR_LABELS[1], "detector", runner.model_dir)
+        jobs = [DetectorJob(it.windows, it.data.answer, it.context, it.data.question, self.task_type(it.data))
                 for it in items]
         return score_answers(runner, jobs, self.settings.hallucination_mitigation.hallucination_model,
                              self.detector_calibration, hallucinated)
@@ -343,94 +255,10 @@ class HaluGate:
                     detector.tokenizer, it.context, it.data.question, it.data.answer,
                     max_length=self._detector_max_length(), overlap=m.hallucination_model.window_overlap,
                     max_context_tokens=m.hallucination_model.max_context_tokens,
-                    task_type=self._task_type(it.data), special_tokens=self._special(detector), where=where(i))
+                    task_type=self.task_type(it.data), special_tokens=self._special(detector), where=where(i),
+                    max_windows=m.hallucination_model.max_windows)
                 it.result.context_tokens = it.windows[0].context_tokens
         return items
-
-    def _explainer(self, items: list[_Item]) -> None:
-        m = self.settings.hallucination_mitigation
-        runner = self.runners["explainer"]
-        wanted = [it for it in items if it.plugin.use_nli]
-        for it in items:
-            if not it.plugin.use_nli:
-                for s in it.result.spans:
-                    s.explanation = explain.explanation(None, None, s.confidence, "", "use_nli is off")
-        if not wanted:
-            return
-        if runner is None:
-            if "explainer" in self.load_errors:
-                for it in wanted:
-                    self._fail(it, "explainer", self._stage_error("explainer"))
-            else:
-                for it in wanted:
-                    for s in it.result.spans:
-                        s.explanation = explain.explanation(None, None, s.confidence, "", "no Explainer configured")
-            return
-        nm = m.nli_model
-        hyp_of: list[list[str]] = []
-        candidates: dict[tuple[int, str], explain.PremiseSet] = {}  # (item, hypothesis) -> ranked premises
-        for k, it in enumerate(wanted):
-            answer = it.data.answer
-            hyps = []
-            for s in it.result.spans:
-                a, b = explain.widen(answer, s.start, s.end, nm.hypothesis)
-                hyps.append(answer[a:b] or s.text)
-            hyp_of.append(hyps)
-            for hyp in dict.fromkeys(hyps):  # one NLI job per distinct hypothesis
-                candidates[(k, hyp)] = self._premises(runner, it.context, it.data.question or "", hyp)
-        # The latency budget: at most max_nli_pairs Explainer pairs per request (per item of a batch).
-        budget = {k: explain.fit_budget([ps for (j, _), ps in candidates.items() if j == k], nm.max_premise_windows,
-                                        nm.max_premise_sentences, nm.max_nli_pairs) for k in range(len(wanted))}
-        pairs: list[tuple[str, str]] = []
-        jobs: dict[tuple[int, str], tuple[list[explain.Premise], int]] = {}  # -> (premises read, first pair)
-        for (k, hyp), premise_set in candidates.items():
-            read = premise_set.pick(*budget[k])
-            question = wanted[k].data.question or ""
-            jobs[(k, hyp)] = (read, len(pairs))
-            pairs.extend(nli_pair(p.text + ("\n" + question if question else ""), hyp) for p in read)
-        try:
-            probs = runner.classify(pairs)
-        except Exception as exc:  # noqa: BLE001
-            for it in wanted:
-                self._fail(it, "explainer", f"run failed: {type(exc).__name__}: {exc}")
-            return
-        column = {name.lower(): i for i, name in enumerate(runner.labels)}
-        hm = m.hallucination_model
-        for k, it in enumerate(wanted):
-            kept = []
-            for s, hyp in zip(it.result.spans, hyp_of[k]):
-                read, first = jobs[(k, hyp)]
-                p = probs[first:first + len(read)]
-                label, conf, decisive = explain.decide_nli(p, runner.labels)
-                s.premise_coverage = explain.coverage(it.context, read)
-                level = explain.severity(label, conf, entailment_threshold=hm.nli_entailment_threshold,
-                                         low_confidence=nm.threshold, filter_entailed=hm.enable_nli_filtering)
-                if level is None:
-                    continue
-                best = explain.pick_evidence(read, decisive, explain.span_words(it.data.answer, s.start, s.end))
-                ev = read[best]
-                s.evidence = Evidence(ev.text, ev.start, ev.end, ev.kind,
-                                      {lab: float(p[best][column[lab]]) for lab in EXPLAINER_LABELS})
-                s.nli_label, s.nli_confidence, s.severity = label, conf, level
-                s.explanation = explain.explanation(label, conf, s.confidence, hyp, evidence=ev)
-                kept.append(s)
-            # True when, for some span, the Explainer read less than the whole context.
-            it.result.context_truncated_for_nli = any(s.premise_coverage < 1.0 for s in it.result.spans)
-            it.result.spans = kept
-            it.result.hallucination_detected = bool(kept)
-
-    def _premises(self, runner: ClassifierRunner, context: str, question: str,
-                  hypothesis: str) -> explain.PremiseSet:
-        """Candidate premises (windows and sentences of the context, with offsets; the question is appended to
-        each) that fit the Explainer with the hypothesis, ranked by the words they share with it."""
-        from inference.spans import tokenize_segment
-
-        tok = runner.tokenizer
-        nm = self.settings.hallucination_mitigation.nli_model
-        fixed = len(tokenize_segment(tok, hypothesis)[0]) + len(tokenize_segment(tok, question)[0]) + 4
-        return explain.premise_candidates(tok, context, hypothesis, runner.max_length - fixed,
-                                          nm.max_premise_windows, nm.max_premise_sentences)
-
 
 # ---- module-level helpers ------------------------------------------------------------------------------------
 
@@ -496,11 +324,14 @@ def build_parser() -> argparse.ArgumentParser:
                                                   "else the copy shipped with the package)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
                    help="override a config value, e.g. hallucination_mitigation.fail_mode=closed")
-    p.add_argument("--sentinel", help="Sentinel model dir (overrides the config)")
-    p.add_argument("--detector", help="Detector model dir (overrides the config)")
-    p.add_argument("--explainer", help="Explainer model dir (overrides the config)")
+    for stage in pipeline():  # one flag per model stage, named as the stage
+        if stage.settings_key:
+            p.add_argument(f"--{stage.name}", metavar="DIR",
+                           help=f"{stage.name} model dir (overrides hallucination_mitigation.{stage.settings_key})")
     p.add_argument("--backend", choices=["onnx", "torch"], help="onnx (export dirs) or torch (run dirs)")
-    p.add_argument("--int8", action="store_true", help="use the int8 ONNX files")
+    p.add_argument("--precision", choices=["auto", "fp32", "int8"],
+                   help="ONNX precision (default from the config: auto = int8 where the export shipped it)")
+    p.add_argument("--int8", action="store_true", help="same as --precision int8")
     src = p.add_argument_group("input (one of)")
     src.add_argument("--input", help="JSON file (or - for stdin): {messages: [...]} or {context, question, answer}; "
                                      "a JSON list or JSONL file is checked as one batch")
@@ -516,17 +347,16 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
-    overrides = list(args.overrides)
-    for stage, value in (("fact_check_model", args.sentinel), ("hallucination_model", args.detector),
-                         ("nli_model", args.explainer)):
-        if value:
-            overrides.append(f"hallucination_mitigation.{stage}.model_id={value}")
-    if args.backend:
-        overrides.append(f"hallucination_mitigation.backend={args.backend}")
-    if args.int8:
-        overrides.append("hallucination_mitigation.precision=int8")
     config = args.config or default_config_path()
     try:
+        settings = load_settings(config, args.overrides)
+        # explicit flags set the fields directly (no "key=value" string round trip: paths stay as typed)
+        m = settings.hallucination_mitigation
+        for stage in pipeline():
+            if stage.settings_key and getattr(args, stage.name, None):
+                getattr(m, stage.settings_key).model_id = getattr(args, stage.name)
+        m.backend = args.backend or m.backend
+        m.precision = "int8" if args.int8 else (args.precision or m.precision)
         if args.input:
             inputs = _read_input_file(args.input)
         elif args.messages:
@@ -539,7 +369,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.answer is None:
                 raise InputError("--answer is required (or --input / --messages)")
             inputs = [{"context": docs, "question": args.question, "answer": args.answer}]
-        gate = HaluGate.from_config(config, overrides)
+        gate = HaluGate(settings)
         results = gate.detect_batch(inputs)
     except (ConfigError, InputError, InputTooLongError, OSError, json.JSONDecodeError) as exc:
         print(f"error: {exc}", file=sys.stderr)

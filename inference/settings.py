@@ -3,7 +3,7 @@
     hallucination_mitigation:            # models and thresholds (seed: router-defaults.yaml)
       enabled: true
       backend: onnx                      # onnx | torch
-      precision: fp32                    # fp32 | int8 (ONNX file picked in each export dir)
+      precision: auto                    # auto (int8 where the export shipped it) | fp32 | int8
       fail_mode: open                    # open: pass the answer when a model is unavailable; closed: withhold it
       fact_check_model:    {model_id, threshold: (unset: the model's calibrated one, else 0.6), use_cpu}
       hallucination_model: {model_id, threshold: 0.8, use_cpu: true, min_span_length, min_span_confidence,
@@ -82,7 +82,9 @@ class DetectorSettings(ModelSettings):
     enable_nli_filtering: bool = True      # entailed spans with confidence >= nli_entailment_threshold dropped
     nli_entailment_threshold: float = 0.75
     max_length: int = 0                    # tokens per window; 0 = the model's position limit
-    window_overlap: int = 128              # context tokens shared by consecutive windows
+    window_overlap: int = 32               # at least this many context tokens shared by consecutive windows
+                                           # (the fewest windows that allow it, spread evenly)
+    max_windows: int = 0                   # > 0: only the windows sharing the most words with the answer
     window_aggregation: Literal["max", "min"] = "max"  # per answer token across windows
     max_context_tokens: int = 16384        # hard limit: longer contexts are refused with an error
     use_model_calibration: bool = True     # the model's detector.json (threshold, aggregation, grounding
@@ -94,8 +96,8 @@ class DetectorSettings(ModelSettings):
         _unit("nli_entailment_threshold", self.nli_entailment_threshold)
         if self.min_span_length < 0:
             raise ValueError(f"min_span_length: must be >= 0, got {self.min_span_length}")
-        if self.max_length < 0 or self.window_overlap < 0 or self.max_context_tokens < 1:
-            raise ValueError("max_length, window_overlap must be >= 0 and max_context_tokens >= 1")
+        if self.max_length < 0 or self.window_overlap < 0 or self.max_windows < 0 or self.max_context_tokens < 1:
+            raise ValueError("max_length, window_overlap, max_windows must be >= 0 and max_context_tokens >= 1")
 
 
 @dataclass
@@ -121,9 +123,12 @@ class ExplainerSettings(ModelSettings):
 class MitigationSettings:
     enabled: bool = True
     backend: Literal["onnx", "torch"] = "onnx"
-    precision: Literal["fp32", "int8"] = "fp32"
+    precision: Literal["auto", "fp32", "int8"] = "auto"  # auto: int8 where the export shipped one (it passed
+                                                          # its agreement check), else fp32
     fail_mode: Literal["open", "closed"] = "open"
-    num_threads: int = 0                   # onnxruntime / torch intra-op threads; 0 = library default
+    num_threads: int = 0                   # onnxruntime / torch intra-op threads; 0 = the physical cores
+    spin_wait: bool = True                 # onnxruntime threads spin between ops (fast for one caller; the
+                                           # server turns it off so idle workers do not burn the cores)
     fact_check_model: SentinelSettings = field(default_factory=SentinelSettings)
     hallucination_model: DetectorSettings = field(default_factory=DetectorSettings)
     nli_model: ExplainerSettings = field(default_factory=ExplainerSettings)

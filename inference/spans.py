@@ -276,7 +276,8 @@ def encode_detector_input(tokenizer, context: Any, question: str | None, answer:
 def context_windows(tokenizer, context: Any, question: str | None, answer: str, max_length: int = 512,
                     overlap: int = 64, task_type: str | None = None, spans: Sequence[dict] | None = None,
                     special_tokens: SpecialTokens | None = None) -> list[DetectorInput]:
-    """Cover the whole context with overlapping windows, each with the full question and answer.
+    """Cover the whole context with overlapping windows, each with the full question and answer
+    (plan_window_starts: the fewest windows that keep at least `overlap` shared context tokens).
 
     Every window has the same answer tokens (same `answer_offsets`), so per-token probabilities can be
     combined across windows (e.g. the minimum P(hallucinated): a claim supported by any window is supported).
@@ -291,14 +292,25 @@ def context_windows(tokenizer, context: Any, question: str | None, answer: str, 
         return [_assemble(p, 0, n, answer, spans, task, max_length)]
     if budget == 0:
         return [_assemble(p, 0, 0, answer, spans, task, max_length)]
-    step = max(1, budget - max(0, min(overlap, budget - 1)))
-    out, start = [], 0
-    while True:
-        end = min(n, start + budget)
-        out.append(_assemble(p, start, end, answer, spans, task, max_length))
-        if end >= n:
-            return out
-        start += step
+    return [_assemble(p, start, start + budget, answer, spans, task, max_length)
+            for start in plan_window_starts(n, budget, overlap)]
+
+
+def plan_window_starts(n: int, budget: int, min_overlap: int) -> list[int]:
+    """Context-token starts of the fewest full windows of `budget` tokens that cover `n` tokens with
+    consecutive windows sharing at least `min_overlap` tokens.
+
+    The count is ceil((n - o) / (budget - o)); the windows are then spread evenly from 0 to n - budget, so the
+    room left over becomes extra overlap instead of a short last window (every window sees a full budget of
+    context). With min_overlap 0 this is ceil(n / budget) windows, the least any cover can use.
+    """
+    if n <= budget:
+        return [0]
+    o = max(0, min(min_overlap, budget - 1))
+    k = -(-(n - o) // (budget - o))
+    last = n - budget
+    # floor of evenly spaced points: every gap is <= ceil(last / (k - 1)) <= budget - o (integers)
+    return [(i * last) // (k - 1) for i in range(k)]
 
 
 # ---- labels ----------------------------------------------------------------------------------------------

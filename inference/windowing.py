@@ -15,7 +15,10 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from inference.grounding import STOPWORDS
 from inference.spans import AnswerTooLongError, DetectorInput, context_windows, tokenize_segment
+
+_WORDS = re.compile(r"\w+")
 
 
 class InputTooLongError(ValueError):
@@ -29,9 +32,10 @@ def join_documents(documents: Sequence[str]) -> str:
 
 def detector_windows(tokenizer, context: str, question: str | None, answer: str, *, max_length: int,
                      overlap: int, max_context_tokens: int, task_type: str | None, special_tokens=None,
-                     where: str = "") -> list[DetectorInput]:
-    """All Detector windows of one input; InputTooLongError for a context over the hard limit or an answer
-    (+ question) that leaves no room for context in a window."""
+                     where: str = "", max_windows: int = 0) -> list[DetectorInput]:
+    """The Detector windows of one input (at most `max_windows` of them, the ones sharing the most words with the
+    answer, when it is > 0); InputTooLongError for a context over the hard limit or an answer (+ question) that
+    leaves no room for context in a window."""
     where = where or "input"
     try:
         windows = context_windows(tokenizer, context, question, answer, max_length=max_length, overlap=overlap,
@@ -51,17 +55,39 @@ def detector_windows(tokenizer, context: str, question: str | None, answer: str,
         raise InputTooLongError(
             f"{where}: the question and answer fill the Detector's {max_length}-token window and leave no room "
             "for the context; shorten them or use a Detector with more positions")
-    return windows
+    return select_windows(windows, context, answer, max_windows)
+
+
+def answer_overlap(window_text: str, answer_words: set[str]) -> int:
+    """How many of the answer's words (lower-cased, over 2 characters) the window's context contains."""
+    return len(answer_words & {w.lower() for w in _WORDS.findall(window_text)})
+
+
+def rank_windows(windows: Sequence[DetectorInput], context: str, answer: str) -> list[int]:
+    """Window indices, most answer-overlapping first (ties: earlier first). Training builds each long example
+    from the first of them (training.detector), so a Detector has learned from exactly such windows."""
+    words = {w.lower() for w in _WORDS.findall(answer) if len(w) > 2}
+    scores = [answer_overlap(context[w.context_char_range[0]:w.context_char_range[1]], words) for w in windows]
+    return sorted(range(len(windows)), key=lambda i: (-scores[i], i))
+
+
+def select_windows(windows: list[DetectorInput], context: str, answer: str, max_windows: int
+                   ) -> list[DetectorInput]:
+    """The `max_windows` windows that share the most words with the answer, in document order (all windows
+    when max_windows is 0 or there are no more than that). Skipping windows is safe for recall only under
+    `min` aggregation (a token's probability can only rise when windows are dropped); docs/inference.md has
+    what it cost on RAGTruth."""
+    if max_windows <= 0 or len(windows) <= max_windows:
+        return windows
+    keep = sorted(rank_windows(windows, context, answer)[:max_windows])
+    return [windows[i] for i in keep]
 
 
 # ---- Explainer premises --------------------------------------------------------------------------------------
 
-_WORDS = re.compile(r"\w+")
-_STOP = frozenset(["the", "a", "an", "of", "and", "or", "to", "in", "on", "at", "for", "by", "with", "from", "is", "are", "was", "were", "be", "been", "it", "its", "this", "that", "as", "which", "who", "what", "when", "where", "how", "than", "then", "there", "their"])
-
 
 def _content_words(text: str) -> set[str]:
-    return {w for w in _WORDS.findall(text.lower()) if w not in _STOP}
+    return {w for w in _WORDS.findall(text.lower()) if w not in STOPWORDS}
 
 
 def premise_windows(tokenizer, context: str, budget: int, overlap: int = 32) -> list[str]:

@@ -38,7 +38,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from inference.backends import Features
+from inference.backends import Features, physical_cores
 from inference.detect import HaluGate
 from inference.labels import DETECTOR_LABELS, EXPLAINER_LABELS, SENTINEL_LABELS
 from inference.result import STAGES
@@ -47,7 +47,9 @@ from inference.windowing import join_documents
 
 STAGE_SPECS = {"sentinel": ("sequence", SENTINEL_LABELS), "detector": ("token", DETECTOR_LABELS),
                "explainer": ("sequence", EXPLAINER_LABELS)}
-BACKENDS = {"onnx-fp32": ("onnx", "fp32"), "onnx-int8": ("onnx", "int8"), "torch": ("torch", "fp32")}
+BACKENDS = {"onnx-auto": ("onnx", "auto"), "onnx-fp32": ("onnx", "fp32"), "onnx-int8": ("onnx", "int8"),
+            "torch": ("torch", "fp32")}
+MAX_LOAD_PER_CORE = 0.5  # above this the machine is busy: timings would measure the other work too
 QUESTION = "When was the Eiffel Tower built, and how tall is it?"
 EVIDENCE = "The Eiffel Tower in Paris was built from 1887 to 1889. It is 330 meters tall."
 ANSWERS = ["The Eiffel Tower was built in 1950 and is 500 meters tall.",
@@ -170,12 +172,15 @@ def bench_backend(name: str, models: dict, inputs: dict, args) -> list[dict]:
     gate = HaluGate.from_dirs(
         detector=models["detector"][key], sentinel=models["sentinel"][key], explainer=models["explainer"][key],
         backend=backend, precision=precision,
-        overrides=["hallucination_mitigation.fact_check_model.threshold=0.0",
-                   f"hallucination_mitigation.hallucination_model.threshold={args.detector_threshold}",
+        overrides=["hallucination_mitigation.fact_check_model.threshold=0.0", *window_overrides(args),
+                   *([] if args.detector_threshold is None else [
+                       "hallucination_mitigation.hallucination_model.use_model_calibration=false",
+                       f"hallucination_mitigation.hallucination_model.threshold={args.detector_threshold}"]),
                    f"hallucination_mitigation.hallucination_model.min_span_confidence={args.min_span_confidence}",
                    f"hallucination_mitigation.num_threads={args.threads}"])
     if gate.load_errors:
         raise SystemExit(f"{name}: {gate.load_errors}")
+    precisions = {stage: r.precision for stage, r in gate.runners.items() if r is not None}
     gate.detect_batch(inputs[min(inputs)][:1])  # warm-up: sessions, allocator, caches
     rows = []
     for length in args.lengths:
@@ -190,7 +195,7 @@ def bench_backend(name: str, models: dict, inputs: dict, args) -> list[dict]:
                     stage_times[s].append(results[0].timings_ms[s])
                 if time.perf_counter() - started > args.max_cell_seconds:
                     break
-            row = {"backend": name, "context_tokens": length, "batch": batch,
+            row = {"backend": name, "precisions": precisions, "context_tokens": length, "batch": batch,
                    "measured_context_tokens": results[0].context_tokens,
                    "windows_per_input": results[0].detector_windows,
                    "spans_per_input": round(statistics.mean(len(r.spans) for r in results), 2),
@@ -213,12 +218,17 @@ def bench_lettucedetect(models: dict, inputs: dict, args) -> dict:
         return {"error": f"lettucedetect not installed ({exc}); pip install --no-deps lettucedetect==0.2.3"}
     run_dir = models["detector"]["run"]
     ld = HallucinationDetector(method="transformer", model_path=run_dir, max_length=512, device="cpu")
-    ours = HaluGate.from_dirs(detector=models["detector"]["export"], overrides=[
-        "hallucination_mitigation.hallucination_model.threshold=0.5",  # lettucedetect's argmax
-        "hallucination_mitigation.hallucination_model.min_span_confidence=0.0",
-        "hallucination_mitigation.hallucination_model.min_span_length=1",
-        f"hallucination_mitigation.num_threads={args.threads}"])
-    out = {"version": lettucedetect.__version__, "long_context": [], "identical_input": None}
+    same_decision = ["hallucination_mitigation.hallucination_model.use_model_calibration=false",
+                     "hallucination_mitigation.hallucination_model.threshold=0.5",  # lettucedetect's argmax
+                     "hallucination_mitigation.hallucination_model.min_span_confidence=0.0",
+                     "hallucination_mitigation.hallucination_model.min_span_length=1",
+                     f"hallucination_mitigation.num_threads={args.threads}"]
+    ours = HaluGate.from_dirs(detector=models["detector"]["export"], precision=args.precision,
+                              overrides=[*same_decision, *window_overrides(args)])
+    ours_fp32 = HaluGate.from_dirs(detector=models["detector"]["export"], precision="fp32",
+                                   overrides=[*same_decision, *window_overrides(args)])
+    out = {"version": lettucedetect.__version__, "long_context": [], "identical_input": None,
+           "our_precision": ours.runners["detector"].precision}
     x0 = inputs[min(inputs)][0]
     ld.predict(context=x0["context"], question=x0["question"], answer=x0["answer"], output_format="spans")
     ours.detect(**x0)
@@ -238,7 +248,8 @@ def bench_lettucedetect(models: dict, inputs: dict, args) -> dict:
                 break
         groups = ld.detector._group_passages_into_chunks(x["context"], x["question"], x["answer"])
         a, b = pct(t_ld), pct(t_ours)
-        row = {"context_tokens": length, "lettucedetect_ms": a, "ours_onnx_fp32_ms": b,
+        row = {"context_tokens": length, "lettucedetect_ms": a, "ours_ms": b,
+               "token_agreement_vs_fp32": token_agreement(ours, ours_fp32, x),
                "ratio_p50": round(a["p50"] / b["p50"], 2), "lettucedetect_chunks": len(groups),
                "our_windows": r.detector_windows,
                "lettucedetect_spans": [(s["start"], s["end"]) for s in ld_spans], "our_spans": spans_of(r)}
@@ -247,7 +258,7 @@ def bench_lettucedetect(models: dict, inputs: dict, args) -> dict:
         out["long_context"].append(row)
         print(f"[bench] lettucedetect ctx={length:5d} p50={a['p50']:9.1f} ms vs ours {b['p50']:9.1f} ms "
               f"ratio={row['ratio_p50']:.2f} chunks={len(groups)} windows={r.detector_windows} "
-              f"same_spans={row['same_spans']}", flush=True)
+              f"same_spans={row['same_spans']} agreement_vs_fp32={row['token_agreement_vs_fp32']}", flush=True)
 
     # (b) identical tokens: lettucedetect's own prompt and pair encoding, run by both.
     runner = ours.runners["detector"]
@@ -279,7 +290,7 @@ def bench_lettucedetect(models: dict, inputs: dict, args) -> dict:
     ld_prob = np.array([t["prob"] for t in ld_tokens])
     a, b = pct(t_ld), pct(t_ours)
     out["identical_input"] = {
-        "tokens": len(enc.ids), "lettucedetect_ms": a, "ours_onnx_fp32_ms": b, "ratio_p50": round(a["p50"] / b["p50"], 2),
+        "tokens": len(enc.ids), "lettucedetect_ms": a, "ours_ms": b, "ratio_p50": round(a["p50"] / b["p50"], 2),
         "answer_tokens": len(ld_pred), "token_agreement": float(np.mean(np.array(ld_pred) == np.array(ours_pred)))
         if len(ld_pred) == len(ours_pred) else None,
         "max_abs_prob_diff": float(np.abs(ld_prob - p_answer).max()) if len(ld_prob) == len(p_answer) else None,
@@ -289,6 +300,34 @@ def bench_lettucedetect(models: dict, inputs: dict, args) -> dict:
           f"{out['identical_input']['token_agreement']}, max |dprob|={out['identical_input']['max_abs_prob_diff']}",
           flush=True)
     return out
+
+
+def window_overrides(args) -> list[str]:
+    return [f"hallucination_mitigation.hallucination_model.{k}={v}" for k, v in
+            (("window_overlap", args.window_overlap), ("max_windows", args.max_windows)) if v is not None]
+
+
+def token_agreement(gate: HaluGate, reference: HaluGate, x: dict) -> float:
+    """Share of answer tokens on which two gates (e.g. int8 and fp32) take the same decision at the Detector
+    threshold in effect, on identical windows."""
+    a, b = (g.score_tokens(g.prepare([x]))[0] for g in (gate, reference))
+    t = gate.settings.hallucination_mitigation.hallucination_model.threshold
+    return round(float(np.mean((a.probs >= t) == (b.probs >= t))), 4) if len(a.probs) else 1.0
+
+
+def check_idle(allow_busy: bool) -> list[float]:
+    """Refuse to time a busy machine (1-minute load average over MAX_LOAD_PER_CORE per physical core)."""
+    from inference.backends import physical_cores
+
+    load = [round(x, 2) for x in os.getloadavg()]
+    cores = physical_cores()
+    if load[0] > MAX_LOAD_PER_CORE * cores:
+        message = (f"load average {load[0]} over {MAX_LOAD_PER_CORE} x {cores} physical cores: other work is "
+                   "running, so these timings would measure it too")
+        if not allow_busy:
+            raise SystemExit(f"error: {message}; wait for an idle machine (or pass --allow-busy to time anyway)")
+        print(f"[bench] WARNING: {message}. The report is marked busy.", file=sys.stderr, flush=True)
+    return load
 
 
 # ---- report ------------------------------------------------------------------------------------------------
@@ -312,8 +351,8 @@ def environment() -> dict:
 
 def markdown(report: dict) -> str:
     hw = report["hardware"]
-    lines = [f"Hardware: {hw['cpu']}, {hw['cores']} cores (shared), load average at start "
-             f"{hw['load_average_start']}, at end {hw['load_average']}; " +
+    lines = [f"Hardware: {hw['cpu']}, {hw['cores']} cores, load average at start "
+             f"{hw['load_average_start']}, at end {hw['load_average']}{' (BUSY machine)' if report['busy'] else ''}; " +
              ", ".join(f"{k} {v}" for k, v in hw["versions"].items()),
              "", "Models: " + "; ".join(f"{m['stage']}: {m['checkpoint']}" for m in report["models"]), "",
              ("| backend | context tokens | batch | windows | sentinel p50/p99 | context p50/p99 | detector p50/p99 "
@@ -325,16 +364,19 @@ def markdown(report: dict) -> str:
                      f"| {r['total']['n']} |")
     ld = report.get("lettucedetect") or {}
     if ld.get("long_context"):
-        lines += ["", f"lettucedetect {ld['version']} on the same Detector checkpoint (batch 1, ms):", "",
-                  ("| context tokens | lettucedetect p50 | ours ONNX fp32 p50 | ratio | lettucedetect chunks "
-                  "| our windows | same spans | flagged-char Jaccard |"), "|---:|---:|---:|---:|---:|---:|---|---:|"]
+        lines += ["", (f"lettucedetect {ld['version']} on the same Detector checkpoint against ours at "
+                       f"{ld['our_precision']} (batch 1, ms; threshold 0.5 on both):"), "",
+                  ("| context tokens | lettucedetect p50 / p99 | ours p50 / p99 | ratio p50 | lettucedetect chunks "
+                   "| our windows | same spans | flagged-char Jaccard | token agreement vs our fp32 |"),
+                  "|---:|---:|---:|---:|---:|---:|---|---:|---:|"]
         for r in ld["long_context"]:
-            lines.append(f"| {r['context_tokens']} | {r['lettucedetect_ms']['p50']:.1f} | "
-                         f"{r['ours_onnx_fp32_ms']['p50']:.1f} | {r['ratio_p50']:.2f} | {r['lettucedetect_chunks']} | "
-                         f"{r['our_windows']} | {r['same_spans']} | {r.get('span_char_jaccard')} |")
+            lines.append(f"| {r['context_tokens']} | {r['lettucedetect_ms']['p50']:.1f} / "
+                         f"{r['lettucedetect_ms']['p99']:.1f} | {r['ours_ms']['p50']:.1f} / {r['ours_ms']['p99']:.1f} "
+                         f"| {r['ratio_p50']:.2f} | {r['lettucedetect_chunks']} | {r['our_windows']} | "
+                         f"{r['same_spans']} | {r.get('span_char_jaccard')} | {r['token_agreement_vs_fp32']} |")
         ii = ld["identical_input"]
         lines += ["", (f"Identical input ({ii['tokens']} tokens, lettucedetect's prompt): lettucedetect "
-                      f"{ii['lettucedetect_ms']['p50']:.1f} ms vs ours {ii['ours_onnx_fp32_ms']['p50']:.1f} ms p50, "
+                      f"{ii['lettucedetect_ms']['p50']:.1f} ms vs ours {ii['ours_ms']['p50']:.1f} ms p50, "
                       f"ratio {ii['ratio_p50']:.2f}; per-token prediction agreement {ii['token_agreement']}, "
                       f"max |P difference| {ii['max_abs_prob_diff']}")]
     elif ld.get("error"):
@@ -351,11 +393,20 @@ def main(argv=None) -> int:
     p.add_argument("--out", default="runs/bench", help="output dir (models/, latency.json, latency.md)")
     p.add_argument("--lengths", default="512,2048,4096,8192", help="context lengths in Detector tokens")
     p.add_argument("--batches", default="1,8")
-    p.add_argument("--backends", default="onnx-fp32,onnx-int8,torch", help="comma-separated, or none")
-    p.add_argument("--reps", type=int, default=3, help="repetitions per cell (after one warm-up call)")
-    p.add_argument("--max-cell-seconds", type=float, default=30.0, help="stop repeating a cell after this long")
-    p.add_argument("--threads", type=int, default=0, help="intra-op threads (0: library default)")
-    p.add_argument("--detector-threshold", type=float, default=0.8)
+    p.add_argument("--backends", default="onnx-auto,onnx-fp32,onnx-int8,torch",
+                   help="comma-separated (onnx-auto: the default precision, int8 where the export shipped it), or none")
+    p.add_argument("--precision", default="auto", choices=["auto", "fp32", "int8"],
+                   help="our precision in the lettucedetect comparison (default: the runtime default)")
+    p.add_argument("--window-overlap", type=int, help="Detector window overlap (default: the runtime default)")
+    p.add_argument("--max-windows", type=int, help="Detector windows per answer (default: the runtime default)")
+    p.add_argument("--reps", type=int, default=10, help="repetitions per cell (after one warm-up call)")
+    p.add_argument("--max-cell-seconds", type=float, default=60.0, help="stop repeating a cell after this long")
+    p.add_argument("--threads", type=int, default=0, help="intra-op threads (0: the physical cores)")
+    p.add_argument("--allow-busy", action="store_true",
+                   help=f"time even when the load average is over {MAX_LOAD_PER_CORE} per core (report marked busy)")
+    p.add_argument("--detector-threshold", type=float,
+                   help="fixed Detector threshold instead of the model's calibration (e.g. low enough that a "
+                        "trained Detector flags the benchmark answers, so that the Explainer stage is timed)")
     p.add_argument("--min-span-confidence", type=float, default=0.6,
                    help="0 with a random-head Detector (probabilities near 0.5) so that the Explainer stage runs")
     p.add_argument("--no-lettucedetect", action="store_true")
@@ -364,7 +415,7 @@ def main(argv=None) -> int:
     args.batches = [int(x) for x in args.batches.split(",")]
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    load_start = [round(x, 2) for x in os.getloadavg()]
+    load_start = check_idle(args.allow_busy)
 
     models = {stage: prepare(stage, getattr(args, stage), getattr(args, f"{stage}_export"), out, args.build_missing)
               for stage in STAGE_SPECS}
@@ -376,7 +427,9 @@ def main(argv=None) -> int:
             raise SystemExit(f"--backends: unknown {name!r} (known: {', '.join(BACKENDS)}, none)")
         rows += bench_backend(name, models, inputs, args)
     ld = None if args.no_lettucedetect else bench_lettucedetect(models, inputs, args)
-    report = {"command": " ".join(sys.argv), "hardware": {**environment(), "load_average_start": load_start},
+    hardware = {**environment(), "load_average_start": load_start}
+    busy = max(load_start[0], hardware["load_average"][0]) > MAX_LOAD_PER_CORE * physical_cores()
+    report = {"command": " ".join(sys.argv), "hardware": hardware, "busy": busy,
               "models": list(models.values()), "settings": {"detector_threshold": args.detector_threshold,
                                                             "min_span_confidence": args.min_span_confidence,
                                                             "sentinel_threshold": 0.0, "reps": args.reps,

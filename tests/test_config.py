@@ -97,3 +97,21 @@ def test_validation_errors_name_the_field(tmp_path):
         load_config(SentinelConfig, "configs/sentinel.offline.yaml", ["model.lora.r=0"])
     with pytest.raises(ConfigError, match="data.sources: at least one source"):
         load_config(SentinelConfig, write(tmp_path, {"data": {"sources": []}}))
+
+
+def test_training_flags_reach_the_config_as_given(tmp_path):
+    """--output-dir / --data-dir are set as typed, never re-read as YAML (a '#' or `on` used to be mangled)."""
+    from training.cli import resolve_config, resolve_config_file, training_parser
+
+    parser = training_parser("python -m training.sentinel", "x", "configs/sentinel.offline.yaml")
+    args = parser.parse_args(["--output-dir", "runs/x #1", "--data-dir", "on", "--seed", "7", "--max-steps", "5",
+                              "--set", "run.seed=3", "--set", "train.epochs=4"])
+    cfg = resolve_config(SentinelConfig, args)
+    assert cfg.run.output_dir == "runs/x #1" and cfg.run.data_dir == "on"
+    assert cfg.run.seed == 7 and cfg.train.max_steps == 5 and cfg.train.epochs == 4  # flags win over --set
+    cfg = resolve_config_file(SentinelConfig, "configs/sentinel.offline.yaml", ["run.seed=3"], data_dir="d: #2")
+    assert cfg.run.data_dir == "d: #2" and cfg.run.seed == 3
+    assert "example:" in parser.format_help()
+    with pytest.raises(ConfigError, match="run: expected a section"):
+        resolve_config(SentinelConfig, parser.parse_args(["--config", str(write(tmp_path, {"run": 1})),
+                                                          "--output-dir", "x"]))

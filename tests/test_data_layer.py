@@ -121,3 +121,16 @@ def test_real_prompt_sources_load(data_dir):
         rows = get_adapter(name).load(data_dir)
         assert len(rows) > 50, name
         assert all(isinstance(r["text"], str) and r["text"] and r["label"] in (0, 1) for r in rows), name
+
+
+def test_registry_imports_every_module_of_the_data_package():
+    """Adapters register on import and no list names the modules: a new module is found by itself."""
+    import pkgutil
+    import sys
+
+    import training.data
+
+    get_adapter("nq_open")
+    modules = {m.name for m in pkgutil.iter_modules(training.data.__path__)}
+    assert {"prompts", "spans", "nli", "curriculum"} <= modules
+    assert all(f"training.data.{name}" in sys.modules for name in modules)

@@ -47,3 +47,13 @@ def test_bad_file_is_one_line_with_file_line_and_field_exit_2(tmp_path, capsys):
     path = _write(tmp_path / "bad3.jsonl", ["{not json"])
     assert main(["--model", str(tmp_path / "no-model"), "--data", str(path)]) == 2
     assert f"{path}:1: invalid JSON" in capsys.readouterr().err
+
+
+def test_missing_model_dir_is_one_line_exit_2_and_help_has_an_example(tmp_path, capsys):
+    path = _write(tmp_path / "ok.jsonl", [{"text": "Who won?", "label": "FACT_CHECK_NEEDED"}])
+    assert main(["--model", str(tmp_path / "no-model"), "--data", str(path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "no-model: no config.json" in err
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    assert "examples:" in capsys.readouterr().out

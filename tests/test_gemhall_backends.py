@@ -275,3 +275,77 @@ def test_openai_backend_errors():
 def test_local_backend_rejects_base_url():
     with pytest.raises(BackendConfigError, match="does not apply"):
         make_backend("local", base_url="http://127.0.0.1:1")
+
+
+# -- one registry, one settings dataclass (issue 15) ---------------------------------------------------
+
+class EchoBackend:
+    """A backend module's class, as the registry builds it: (model, limits=..., <its options>)."""
+
+    name = "echo"
+
+    def __init__(self, model=None, *, limits=None, base_url=None):
+        self.model, self.limits, self.base_url = model or "echo-1", limits, base_url
+
+
+def test_one_registration_adds_a_backend_everywhere(monkeypatch):
+    import sys
+    import types
+
+    from eval.backends import registry
+    from eval.claims.cli import parse_config as claims_config
+    from eval.gemhall.cli import build_backends
+    from eval.gemhall.cli import parse_config as gemhall_config
+    from eval.halurate.cli import parse_config as halurate_config
+
+    module = types.ModuleType("echo_backend_module")
+    module.EchoBackend = EchoBackend
+    monkeypatch.setitem(sys.modules, "echo_backend_module", module)
+    registry.register_backend("echo", "echo_backend_module:EchoBackend", options=("base_url",), summary="test")
+    try:
+        _check_echo_everywhere(claims_config, build_backends, gemhall_config, halurate_config)
+    finally:
+        registry.REGISTRY.pop("echo")
+    assert "echo" not in registry.backend_names()
+
+
+def _check_echo_everywhere(claims_config, build_backends, gemhall_config, halurate_config):
+    cfg = gemhall_config(["run", "--data", "x.csv", "--thresholds", "0.5", "--backend", "echo", "--base-url", "u",
+                          "--threads", "2", "--concurrency", "3"])
+    backend, _ = build_backends(cfg)
+    assert isinstance(backend, EchoBackend) and backend.base_url == "u" and backend.model == "echo-1"
+    assert backend.limits.concurrency.limit == 3  # threads dropped: echo does not take it
+    assert halurate_config(["--backend", "echo"]).generation.build_backend().name == "echo"
+    assert claims_config(["check", "--input", "x.jsonl", "--backend", "echo"]).build_backend().name == "echo"
+    with pytest.raises(BackendConfigError, match="unknown backend 'nope'; choose one of gemini, openai, local, echo"):
+        make_backend("nope")
+
+
+def test_backend_settings_are_checked_the_same_in_every_tool(tmp_path):
+    from eval.claims.cli import parse_config as claims_config
+    from eval.gemhall.cli import parse_config as gemhall_config
+    from eval.halurate.cli import parse_config as halurate_config
+    from inference.config import ConfigError
+
+    yaml_file = tmp_path / "g.yaml"
+    yaml_file.write_text("thresholds: [0.5]\nbackend: nope\n")
+    with pytest.raises(ConfigError, match=r"g.yaml: backend: unknown backend 'nope'"):
+        gemhall_config(["run", "--data", "x.csv", "--config", str(yaml_file)])
+    with pytest.raises(ConfigError, match="generation: rpm_limit: must be >= 1, got 0"):
+        halurate_config(["--rpm-limit", "0"])
+    with pytest.raises(ConfigError, match="timeout_s: must be > 0"):
+        claims_config(["check", "--input", "x.jsonl", "--backend", "local", "--timeout-s", "0"])
+    # the same defaults everywhere but where a tool needs its own: claims has no LLM unless asked
+    g = gemhall_config(["run", "--data", "x.csv", "--thresholds", "0.5"])
+    h = halurate_config([]).generation
+    c = claims_config(["check", "--input", "x.jsonl", "--explainer", "e"])
+    assert (g.backend, g.concurrency, g.max_retries) == (h.backend, h.concurrency, h.max_retries) == ("local", 8, 6)
+    assert c.backend is None and c.concurrency == 8 and c.max_output_tokens == 1024
+    assert h.thinking_budget is None and halurate_config(["--thinking-budget", "0"]).generation.thinking_budget == 0
+
+
+def test_gemhall_loaders_raise_the_data_layers_error():
+    from eval.gemhall import DataError as gemhall_error
+    from training.data.base import DataError
+
+    assert gemhall_error is DataError

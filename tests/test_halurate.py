@@ -353,3 +353,17 @@ def test_real_data_sources(data_dir):
     assert {r.task_type for r in rt} == {"QA", "Summary", "Data2txt"} and all(r.category for r in rt)
     gen = load_records("ragtruth_test_subset", data_dir=data_dir)
     assert len(gen) < len(rt) and len({r.id for r in gen}) == len(gen)
+
+
+def test_model_dirs_reach_the_gate_settings_as_given():
+    """--detector 'runs/x #1' is the model dir, not `runs/x` (no YAML re-parse of the flag values)."""
+    from eval.halurate.config import DetectionSettings
+    from eval.halurate.detection import gate_overrides
+    from inference.config import apply_overrides
+
+    settings = DetectionSettings(detector="runs/x #1", sentinel="none", explainer="on", backend="torch",
+                                 overrides=["hallucination_mitigation.hallucination_model.threshold=0.5"])
+    data = apply_overrides({}, gate_overrides(settings))["hallucination_mitigation"]
+    assert data["hallucination_model"] == {"threshold": 0.5, "model_id": "runs/x #1"}
+    assert data["fact_check_model"]["model_id"] == "" and data["nli_model"]["model_id"] == "on"
+    assert data["backend"] == "torch"

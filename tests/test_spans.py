@@ -18,6 +18,7 @@ from inference.spans import (
     check_spans,
     context_windows,
     encode_detector_input,
+    plan_window_starts,
     token_labels,
     token_probs_to_spans,
     tokenize_segment,
@@ -201,10 +202,31 @@ def test_context_windows_cover_the_context(hf_tok):
     assert len(wins) > 2 and all(len(w) <= 64 for w in wins)
     assert wins[0].context_token_range[0] == 0 and wins[-1].context_token_range[1] == wins[0].context_tokens
     for a, b in itertools.pairwise(wins):
-        assert b.context_token_range[0] == a.context_token_range[1] - 8  # overlap of 8 tokens
+        assert a.context_token_range[1] - b.context_token_range[0] >= 8  # at least the overlap of 8 tokens
+    budget = wins[0].context_token_range[1]
+    assert all(w.context_token_range[1] - w.context_token_range[0] == budget for w in wins)  # all full
     assert all(w.answer_offsets == wins[0].answer_offsets for w in wins)
     assert all(w.input_ids[w.answer_slice] == wins[0].input_ids[wins[0].answer_slice] for w in wins)
     assert len(context_windows(hf_tok, "short", "q?", ans, max_length=64)) == 1
+
+
+@pytest.mark.parametrize("n,budget,overlap,expected", [
+    (100, 100, 32, 1), (101, 100, 0, 2), (200, 100, 0, 2), (201, 100, 0, 3), (4096, 430, 0, 10),
+    (4096, 430, 32, 11), (4096, 430, 128, 14), (1000, 10, 9, 991)])
+def test_window_plan_is_the_fewest_cover(n, budget, overlap, expected):
+    starts = plan_window_starts(n, budget, overlap)
+    assert len(starts) == expected
+    covered = [0] * n
+    for s in starts:
+        assert 0 <= s and s + min(budget, n) <= n
+        for t in range(s, s + min(budget, n)):
+            covered[t] += 1
+    assert min(covered) >= 1  # every context token is seen by some window
+    for a, b in itertools.pairwise(starts):
+        assert a + budget - b >= overlap  # consecutive windows share at least `overlap` tokens
+    if len(starts) > 1:  # one window fewer could not cover n tokens with that overlap
+        k = len(starts) - 1
+        assert k * budget - (k - 1) * min(overlap, budget - 1) < n
 
 
 # ---- spans from probabilities -----------------------------------------------------------------------------

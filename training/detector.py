@@ -17,10 +17,10 @@ from __future__ import annotations
 import hashlib
 import logging
 import random
-import re
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Literal
 
 import numpy as np
@@ -217,6 +217,7 @@ def training_example(tokenizer, rec: dict, max_length: int, overlap: int, mode: 
     """(DetectorInput with labels, masked token count): one window per record (see the module docstring)."""
     from inference.grounding import ContextIndex, word_signals
     from inference.spans import context_windows
+    from inference.windowing import rank_windows
     from training.data.recombine import sentences
 
     q, a, task = rec.get("question"), rec["answer"], rec.get("task_type")
@@ -228,11 +229,9 @@ def training_example(tokenizer, rec: dict, max_length: int, overlap: int, mode: 
     if len(wins) == 1:
         return wins[0], 0
     context = rec["context"]
-    answer_words = {w.lower() for w in re.findall(r"\w+", a) if len(w) > 2}
-    texts = [context[w.context_char_range[0]:w.context_char_range[1]] for w in wins]
-    overlaps = [len(answer_words & {w.lower() for w in re.findall(r"\w+", t)}) for t in texts]
-    best = max(range(len(wins)), key=lambda i: (overlaps[i], -i))
+    best = rank_windows(wins, context, a)[0]  # the window the runtime ranks first (max_windows)
     enc = wins[best]
+    texts = {best: context[enc.context_char_range[0]:enc.context_char_range[1]]}
     # Answer sentences whose evidence lies largely outside this window: their "supported" labels would be wrong
     # here, so those tokens are masked (their "hallucinated" labels stay: unsupported anywhere). "Largely": a
     # number the context has but the window lacks, or >= 30% of the sentence's content words.
@@ -376,6 +375,18 @@ def train_and_calibrate(cfg: DetectorConfig, train_recs: list[dict], dev_recs: l
     }
 
 
+def write_parity_sample(out: Path, records: list[dict], n: int = 64, seed: int = 0) -> Path:
+    """RUN_DIR/parity.jsonl: inputs (context, question, answer) of n records, for training.export's parity check
+    when the run has no test split. Numeric agreement only: no labels, no scores are read from it."""
+    from training.classify import write_jsonl
+
+    picked = random.Random(seed).sample(records, min(n, len(records)))
+    rows = [{"context": r["context"], "question": r.get("question"), "answer": r["answer"]} for r in picked]
+    path = out / "parity.jsonl"
+    write_jsonl(path, rows)
+    return path
+
+
 def main(argv=None) -> None:
     parser = training_parser("python -m training.detector", __doc__.splitlines()[0], "configs/detector.yaml")
     cfg = resolve_config(DetectorConfig, parser.parse_args(argv))
@@ -398,6 +409,8 @@ def main(argv=None) -> None:
     table = count_table({"train": train_recs, "dev": dev_recs, "test": test_recs}, ["faithful", "hallucinated"])
     print(table, flush=True)
     write_jsonl(out / "test.jsonl", test_recs)  # eval.detector --data RUN_DIR/test.jsonl re-scores it
+    if not test_recs:  # trained on everything: training.export still needs real Detector inputs for its parity check
+        write_parity_sample(out, dev_recs)
 
     metrics = train_and_calibrate(cfg, train_recs, dev_recs, out, report)
     metrics.update(test_size=len(test_recs), synthetic=dict(synth_stats))

@@ -54,11 +54,14 @@ from pathlib import Path
 
 import numpy as np
 
+from training.onnx_graph import applicable_schemes, fuse_transformer, quantize_int8
+
 log = logging.getLogger("halugate.export")
 
 FP32_FILE = "model.onnx"
 INT8_FILE = "model_quantized.onnx"
 REPORT_FILE = "export_report.json"
+PARITY_FILE = "parity.jsonl"  # written by runs without a test split (training.detector's shipped model)
 COPIED_FILES = ("label_map.json", "config.yaml", "metrics.json", "sentinel.json", "detector.json")  # calibrations
 TASKS = {"sequence": "text-classification", "token": "token-classification"}
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt")
@@ -236,12 +239,13 @@ def _record_inputs(rec: dict, where: str) -> tuple[str, ...]:
 
 
 def parity_examples(run_dir: Path, n: int, seed: int = 0) -> tuple[list[tuple[str, ...]], str]:
-    """Up to n inputs from RUN_DIR/test.jsonl (random, seeded), else the built-in sentences."""
-    path = Path(run_dir) / "test.jsonl"
-    if path.is_file():
-        from training.data.base import read_jsonl
+    """Up to n inputs from RUN_DIR/test.jsonl, else RUN_DIR/parity.jsonl (a sample of training inputs that runs
+    trained on all their data write; random, seeded), else the built-in sentences."""
+    from training.data.base import read_jsonl
 
-        rows = [(i, r) for i, r in enumerate(read_jsonl(path), 1)]
+    for name in ("test.jsonl", PARITY_FILE):
+        path = Path(run_dir) / name
+        rows = [(i, r) for i, r in enumerate(read_jsonl(path), 1)] if path.is_file() else []
         if rows:
             picked = random.Random(seed).sample(rows, min(n, len(rows)))
             return [_record_inputs(r, f"{path}:{i}") for i, r in picked], str(path)
@@ -304,13 +308,17 @@ def onnx_logits(path: Path, batches: list[dict[str, np.ndarray]]) -> list[np.nda
 
 def compare(reference: list[np.ndarray], candidate: list[np.ndarray], batches: list[dict[str, np.ndarray]],
             task: str) -> tuple[int, float, float, float]:
-    """(n_compared, max |diff|, mean |diff|, label agreement); token tasks compare non-padding positions only."""
+    """(n_compared, max |diff|, mean |diff|, label agreement). Token tasks compare the positions a Detector is
+    trained and read on: the answer segment (token_type_ids 1) when the input has one, else every non-padding
+    token (context positions carry no labels in training, so their logits are arbitrary)."""
     diffs, agree = [], []
     for ref, got, b in zip(reference, candidate, batches):
         if ref.shape != got.shape:
             raise ExportError(f"ONNX logits have shape {got.shape}, PyTorch {ref.shape}")
         if task == "token":
             keep = b["attention_mask"].astype(bool)
+            answer = keep & (b.get("token_type_ids", np.zeros_like(keep)) == 1)
+            keep = answer if answer.any() else keep
             ref, got = ref[keep], got[keep]
         diffs.append(np.abs(ref - got).max(axis=-1))
         agree.append(ref.argmax(-1) == got.argmax(-1))
@@ -382,23 +390,6 @@ def _torch_onnx_export(model, path: Path, opset: int | None) -> None:
                       dynamic_axes=axes, opset_version=opset or 17, dynamo=False, do_constant_folding=True)
 
 
-def quantize_int8(src: Path, dst: Path) -> None:
-    """onnxruntime dynamic quantisation: int8 weights (per channel), uint8 activations quantised at run time."""
-    from onnxruntime.quantization import QuantType, quantize_dynamic
-
-    # Per-channel int8 on every supported op (MatMul, Gather/embeddings): on the MiniLM Sentinel label agreement
-    # 1.0 on 986 test records, 4x smaller, 1.8-2.3x faster than fp32; per-tensor scales, uint8 weights or
-    # excluding layers were no better (docs/export.md). ORT's pre-processing pass gave no gain, and its
-    # symbolic shape inference fails on these graphs.
-    root = logging.getLogger()
-    level = root.level
-    root.setLevel(logging.ERROR)  # ORT logs a "consider pre-processing" line and one line per skipped tensor
-    try:
-        quantize_dynamic(src, dst, weight_type=QuantType.QInt8, per_channel=True)
-    finally:
-        root.setLevel(level)
-
-
 def save_tokenizer(tokenizer, out: Path) -> None:
     tokenizer.save_pretrained(out)
     if not (out / "tokenizer.json").is_file():
@@ -428,18 +419,34 @@ def _size_mb(path: Path) -> float:
     return round(path.stat().st_size / 2**20, 2)
 
 
+@dataclass
+class ParityInputs:
+    """The parity inputs of a run and the PyTorch logits on them, computed once per export."""
+
+    batches: list[dict[str, np.ndarray]]
+    reference: list[np.ndarray]
+    source: str
+    n_examples: int
+    max_length: int
+
+    @classmethod
+    def build(cls, run_dir: Path, model, tokenizer, samples: int, max_length: int | None) -> ParityInputs:
+        length = run_max_length(run_dir, model, max_length)
+        examples, source = parity_examples(run_dir, samples)
+        batches = encode_batches(tokenizer, examples, length)
+        return cls(batches, torch_logits(model, batches), source, len(examples), length)
+
+
 def verify_export(run_dir: Path, export_dir: Path, *, samples: int = 64, max_length: int | None = None,
                   atol: float = 1e-4, agreement_floor: float = 0.99, model=None, tokenizer=None,
-                  task: str | None = None) -> dict:
+                  task: str | None = None, inputs: ParityInputs | None = None) -> dict:
     """Parity of every ONNX file in export_dir against the PyTorch model of run_dir; returns the report part."""
     run_dir, export_dir = Path(run_dir), Path(export_dir)
     if model is None:
         model, tokenizer, task, _ = load_run_model(run_dir)
-    length = run_max_length(run_dir, model, max_length)
-    examples, source = parity_examples(run_dir, samples)
-    batches = encode_batches(tokenizer, examples, length)
     started = time.time()
-    reference = torch_logits(model, batches)
+    inputs = inputs or ParityInputs.build(run_dir, model, tokenizer, samples, max_length)
+    batches, reference = inputs.batches, inputs.reference
     results = {}
     if not (export_dir / FP32_FILE).is_file():
         raise ExportError(f"{export_dir / FP32_FILE} is missing")
@@ -447,8 +454,8 @@ def verify_export(run_dir: Path, export_dir: Path, *, samples: int = 64, max_len
     if (export_dir / INT8_FILE).is_file():
         results["int8"] = check_file(export_dir / INT8_FILE, reference, batches, task, floor=agreement_floor)
     return {
-        "inputs": {"source": source, "n_examples": len(examples), "max_length": length, "batch_size": 8,
-                   "max_tokens": int(max(b["input_ids"].shape[1] for b in batches))},
+        "inputs": {"source": inputs.source, "n_examples": inputs.n_examples, "max_length": inputs.max_length,
+                   "batch_size": 8, "max_tokens": int(max(b["input_ids"].shape[1] for b in batches))},
         "parity": {k: asdict(v) for k, v in results.items()},
         "passed": all(r.passed for r in results.values()),
         "verify_seconds": round(time.time() - started, 2),
@@ -487,9 +494,45 @@ def _refuse_int8(report: dict, staging: Path, failed: Path, agreement_floor: flo
     report["passed"] = all(v["passed"] for v in report["parity"].values())
 
 
+def _fuse(staging: Path, config, inputs: ParityInputs, task: str, atol: float) -> dict:
+    """Replace model.onnx by its fused graph when the fused graph passes the fp32 parity check."""
+    fused_path = staging / "model.fused.onnx"
+    try:
+        fusion = fuse_transformer(staging / FP32_FILE, fused_path, config)
+    except Exception as exc:  # noqa: BLE001 - the optimizer raises many types; the plain graph is still good
+        fused_path.unlink(missing_ok=True)
+        return {"applied": False, "reason": f"{type(exc).__name__}: {exc}"}
+    if fusion["applied"]:
+        parity = check_file(fused_path, inputs.reference, inputs.batches, task, atol=atol)
+        fusion["parity_max_abs_diff"] = parity.max_abs_diff
+        if parity.passed:
+            fused_path.replace(staging / FP32_FILE)
+            log.info("fused graph kept: %s", fusion["fused_ops"])
+        else:
+            fusion.update(applied=False, reason=f"fused graph failed parity (max |diff| {parity.max_abs_diff:.2e})")
+    fused_path.unlink(missing_ok=True)
+    return fusion
+
+
+def _quantize(staging: Path, inputs: ParityInputs, task: str, floor: float) -> list[dict]:
+    """int8 under each scheme in turn (training.onnx_graph) until one keeps the agreement floor; the last one
+    tried stays in INT8_FILE (the parity check of the report then ships or refuses it)."""
+    tried = []
+    for scheme in applicable_schemes(staging / FP32_FILE):
+        log.info("quantising to int8 (%s)", scheme)
+        kept_fp32 = quantize_int8(staging / FP32_FILE, staging / INT8_FILE, scheme)
+        parity = check_file(staging / INT8_FILE, inputs.reference, inputs.batches, task, floor=floor)
+        tried.append({"scheme": scheme, "fp32_nodes": len(kept_fp32),
+                      "label_agreement": round(parity.label_agreement, 5), "passed": parity.passed})
+        if parity.passed:
+            break
+    return tried
+
+
 def export(run_dir: str | Path, out: str | Path, *, quantize: str | None = None, opset: int | None = None,
            agreement_floor: float = 0.99, atol: float = 1e-4, samples: int = 64, max_length: int | None = None,
-           overwrite: bool = False, exporter: str = "optimum", require_int8: bool = False) -> dict:
+           overwrite: bool = False, exporter: str = "optimum", require_int8: bool = False,
+           optimize: bool = True) -> dict:
     """Export RUN_DIR to OUT (see the module docstring); returns the report. Raises ExportError when fp32 fails,
     and Int8RefusedError (after writing the fp32 export) when int8 fails and `require_int8` is set."""
     run_dir, out = Path(run_dir), Path(out)
@@ -519,9 +562,10 @@ def export(run_dir: str | Path, out: str | Path, *, quantize: str | None = None,
         labels = [model.config.id2label[i] for i in range(model.config.num_labels)]
         (staging / "label_map.json").write_text(json.dumps({"labels": labels, "id2label": dict(enumerate(labels))},
                                                            indent=2))
-    if quantize == "int8":
-        log.info("quantising to int8")
-        quantize_int8(staging / FP32_FILE, staging / INT8_FILE)
+    inputs = ParityInputs.build(run_dir, model, tokenizer, samples, max_length)
+    fusion = _fuse(staging, model.config, inputs, task, atol) if optimize else {"applied": False,
+                                                                             "reason": "--no-optimize"}
+    int8_tried = _quantize(staging, inputs, task, agreement_floor) if quantize == "int8" else []
 
     report = {
         "run_dir": str(run_dir.resolve()),
@@ -537,7 +581,11 @@ def export(run_dir: str | Path, out: str | Path, *, quantize: str | None = None,
                     {"fp32": FP32_FILE, **({"int8": INT8_FILE} if quantize else {})}.items()},
     }
     report.update(verify_export(run_dir, staging, samples=samples, max_length=max_length, atol=atol,
-                                agreement_floor=agreement_floor, model=model, tokenizer=tokenizer, task=task))
+                                agreement_floor=agreement_floor, model=model, tokenizer=tokenizer, task=task,
+                                inputs=inputs))
+    report["fusion"] = fusion
+    if int8_tried:
+        report["int8_schemes_tried"] = int8_tried
     int8 = report["parity"].get("int8")
     refused = bool(int8) and not int8["passed"] and report["parity"]["fp32"]["passed"]
     if refused:
@@ -588,6 +636,8 @@ def main(argv=None) -> int:
     p.add_argument("--quantize", choices=["int8"], help="also write an int8 dynamic-quantised model")
     p.add_argument("--require-int8", action="store_true",
                    help="exit 1 when int8 misses its agreement floor (the fp32 export is written either way)")
+    p.add_argument("--no-optimize", action="store_true",
+                   help="keep the plain graph (default: ONNX Runtime's transformer fusions, kept if parity holds)")
     p.add_argument("--opset", type=int, help="ONNX opset (default: optimum's choice for the architecture)")
     p.add_argument("--agreement-floor", type=float, default=0.99,
                    help="minimum int8 label agreement with PyTorch (default 0.99)")
@@ -620,7 +670,7 @@ def main(argv=None) -> int:
         report = export(args.model, args.out, quantize=args.quantize, opset=args.opset,
                         agreement_floor=args.agreement_floor, atol=args.atol, samples=args.samples,
                         max_length=args.max_length, overwrite=args.overwrite, exporter=args.exporter,
-                        require_int8=args.require_int8)
+                        require_int8=args.require_int8, optimize=not args.no_optimize)
     except (ExportError, BaseModelError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -6,12 +6,13 @@
     text = await llm.agenerate(...)
 
 Backends built with the same `limits=` share one rate window, one concurrency cap and one retry policy.
+The backends by name: registry.py; the settings (and flags) every CLI shares: settings.py.
 """
 
 from __future__ import annotations
 
-from .base import Backend, GenerationParams
-from .gemini import DEFAULT_GEMINI_MODEL, BackendConfigError, GeminiBackend, gemini_client_kwargs
+from .base import Backend, BackendConfigError, GenerationParams
+from .gemini import DEFAULT_GEMINI_MODEL, GeminiBackend, gemini_client_kwargs
 from .limits import (
     BackendError,
     CallLimits,
@@ -23,38 +24,9 @@ from .limits import (
     find_retry_delay,
     parse_duration,
 )
-
-BACKENDS = ("gemini", "openai", "local")
-
-
-def make_backend(
-    name: str,
-    *,
-    model: str | None = None,
-    base_url: str | None = None,
-    rpm_limit: int | None = None,
-    max_retries: int = 6,
-    concurrency: int = 8,
-    timeout_s: float = 60.0,
-    limits: CallLimits | None = None,
-    **kwargs,
-) -> Backend:
-    """Build backend `name` ("gemini" | "openai" | "local"); pass `limits` to share quotas with another."""
-    limits = limits or CallLimits.create(rpm_limit=rpm_limit, concurrency=concurrency, max_retries=max_retries)
-    if name == "gemini":
-        return GeminiBackend(model, base_url=base_url, limits=limits, timeout_s=timeout_s, **kwargs)
-    if name == "openai":
-        from .openai_compat import OpenAICompatBackend
-
-        return OpenAICompatBackend(model, base_url=base_url, limits=limits, timeout_s=timeout_s, **kwargs)
-    if name == "local":
-        from .local import LocalBackend
-
-        if base_url:
-            raise BackendConfigError("local backend: --base-url does not apply (it runs in this process)")
-        return LocalBackend(model, limits=limits, **kwargs)
-    raise BackendConfigError(f"unknown backend {name!r}; choose one of {', '.join(BACKENDS)}")
-
+from .registry import REGISTRY as BACKENDS
+from .registry import backend_names, make_backend, register_backend
+from .settings import BackendSettings, SamplingSettings
 
 __all__ = [
     "BACKENDS",
@@ -62,6 +34,7 @@ __all__ = [
     "Backend",
     "BackendConfigError",
     "BackendError",
+    "BackendSettings",
     "CallLimits",
     "ConcurrencyLimit",
     "FatalBackendError",
@@ -70,8 +43,11 @@ __all__ = [
     "RateLimiter",
     "RetryPolicy",
     "RetryableError",
+    "SamplingSettings",
+    "backend_names",
     "find_retry_delay",
     "gemini_client_kwargs",
     "make_backend",
     "parse_duration",
+    "register_backend",
 ]

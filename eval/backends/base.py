@@ -16,6 +16,10 @@ from dataclasses import dataclass
 from .limits import CallLimits
 
 
+class BackendConfigError(ValueError):
+    """The backend cannot be built from the given flags and environment; the message says what to set."""
+
+
 @dataclass(frozen=True)
 class GenerationParams:
     max_output_tokens: int = 128

@@ -5,15 +5,13 @@ from __future__ import annotations
 import os
 
 from ._transport import FATAL_STATUS, RETRYABLE_STATUS, TRANSIENT_TRANSPORT_ERRORS
-from .base import Backend, GenerationParams
+from .base import Backend, BackendConfigError, GenerationParams
 from .limits import BackendError, CallLimits, FatalBackendError, RetryableError, find_retry_delay
 
 DEFAULT_GEMINI_MODEL = "gemini-2.5-flash"
 _TRUE = {"1", "true", "yes", "on"}
 
-
-class BackendConfigError(ValueError):
-    """The backend cannot be built from the given flags and environment; the message says what to set."""
+__all__ = ["DEFAULT_GEMINI_MODEL", "BackendConfigError", "GeminiBackend", "gemini_client_kwargs"]  # the error: re-exported
 
 
 def gemini_client_kwargs(environ: dict | None = None) -> dict:

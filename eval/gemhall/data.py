@@ -7,13 +7,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from training.data.base import DataError  # the data layer's one DataError (re-exported for gemhall's users)
+
+__all__ = ["REQUIRED_COLUMNS", "DataError", "Item", "load_items_csv", "numbered_rows", "parse_bool"]
+
 REQUIRED_COLUMNS = ("id", "question", "gold", "unknown_ok")
 _TRUE = {"1", "true", "yes", "y"}
 _FALSE = {"0", "false", "no", "n", ""}
-
-
-class DataError(ValueError):
-    """Bad benchmark input; the message names the file, the line and the column."""
 
 
 @dataclass

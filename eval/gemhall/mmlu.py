@@ -9,13 +9,14 @@ Local layout (header-less CSV: question, A, B, C, D, answer):
 from __future__ import annotations
 
 import csv
-import os
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .data import DataError, Item, numbered_rows
+from training.data.base import DATA_DIR_ENV, DataError, resolve_data_dir
+
+from .data import Item, numbered_rows
 
 LETTERS = ("A", "B", "C", "D")
 SPLITS = ("test", "validation", "dev")
@@ -34,10 +35,10 @@ class McqRow:
 
 
 def local_split_dir(split: str, data_dir: str | Path | None) -> Path | None:
-    root = data_dir or os.environ.get("HALUGATE_DATA_DIR")
-    if not root:
+    root = resolve_data_dir(data_dir)  # --data-dir, else $HALUGATE_DATA_DIR, as for every dataset
+    if root is None:
         return None
-    path = Path(root) / "mmlu" / "data" / SPLIT_DIRS[split]
+    path = root / "mmlu" / "data" / SPLIT_DIRS[split]
     return path if path.is_dir() else None
 
 
@@ -90,7 +91,8 @@ def load_hub(split: str, subjects: Sequence[str]) -> list[McqRow]:
                 ds = datasets.load_dataset(HUB_DATASET, subject, split=split)
             except Exception as exc:  # noqa: BLE001 -- reported with both causes
                 raise DataError(f"{HUB_DATASET}: cannot load split {split!r} ('all': {all_exc}; "
-                                f"{subject!r}: {exc}). Offline? Set HALUGATE_DATA_DIR to the local MMLU copy.")
+                                f"{subject!r}: {exc}). Offline? Set {DATA_DIR_ENV} to the data folder "
+                                f"with the local MMLU copy (mmlu/data/).") from None
             if "subject" not in ds.column_names:
                 ds = ds.add_column("subject", [subject] * len(ds))
             parts.append(ds)

@@ -17,22 +17,24 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from eval.backends.settings import (
+    S,
+    SamplingSettings,
+    add_backend_arguments,
+    add_sampling_arguments,
+    setting_names,
+)
 from inference.config import ConfigError, from_dict, read_yaml, save_config
 
-from .config import HalurateConfig
+from .config import GenerationSettings, HalurateConfig
 
-S = argparse.SUPPRESS  # only flags actually given override the config file and the defaults
-
-# flag dest -> (section, key); section None = top level
+# flag dest -> (section, key); section None = top level. The backend and sampling flags are
+# eval.backends.settings' (their dests are the fields of GenerationSettings).
 FLAGS = {
     "mode": (None, "mode"), "out": (None, "out"), "progress": (None, "progress"), "redetect": (None, "redetect"),
     "data": ("data", "source"), "data_dir": ("data", "data_dir"), "limit": ("data", "limit"),
     "offset": ("data", "offset"),
-    "backend": ("generation", "backend"), "model": ("generation", "model"), "base_url": ("generation", "base_url"),
-    "temperature": ("generation", "temperature"), "seed": ("generation", "seed"),
-    "max_output_tokens": ("generation", "max_output_tokens"), "concurrency": ("generation", "concurrency"),
-    "rpm_limit": ("generation", "rpm_limit"), "max_retries": ("generation", "max_retries"),
-    "timeout_s": ("generation", "timeout_s"), "threads": ("generation", "threads"),
+    **{name: ("generation", name) for name in setting_names(SamplingSettings)},
     "inference_config": ("detection", "config"), "sentinel": ("detection", "sentinel"),
     "detector": ("detection", "detector"), "explainer": ("detection", "explainer"),
     "detect_backend": ("detection", "backend"), "batch_size": ("detection", "batch_size"),
@@ -55,17 +57,8 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--limit", type=int, default=S, help="the first N records")
     d.add_argument("--offset", type=int, default=S, help="skip the first N records")
     g = p.add_argument_group("generation (the model under test)")
-    g.add_argument("--backend", choices=["local", "openai", "gemini"], default=S, help="default local (SmolLM2)")
-    g.add_argument("--model", default=S)
-    g.add_argument("--base-url", dest="base_url", default=S)
-    g.add_argument("--temperature", type=float, default=S)
-    g.add_argument("--seed", type=int, default=S)
-    g.add_argument("--max-output-tokens", dest="max_output_tokens", type=int, default=S)
-    g.add_argument("--concurrency", type=int, default=S, help="calls in flight (openai/gemini)")
-    g.add_argument("--rpm-limit", dest="rpm_limit", type=int, default=S)
-    g.add_argument("--max-retries", dest="max_retries", type=int, default=S)
-    g.add_argument("--timeout-s", dest="timeout_s", type=float, default=S)
-    g.add_argument("--threads", type=int, default=S, help="local backend: torch threads")
+    add_backend_arguments(g, GenerationSettings)
+    add_sampling_arguments(g, GenerationSettings)
     t = p.add_argument_group("detection (HaluGate)")
     t.add_argument("--inference-config", dest="inference_config", default=S,
                    help="HaluGate config (default configs/inference.yaml)")
@@ -100,15 +93,6 @@ def parse_config(argv: Sequence[str] | None = None) -> HalurateConfig:
     return from_dict(HalurateConfig, data, path or "command line")
 
 
-def build_backend(cfg: HalurateConfig):
-    from eval.backends import make_backend
-
-    g = cfg.generation
-    extra = {"threads": g.threads} if g.backend == "local" else {"timeout_s": g.timeout_s}
-    return make_backend(g.backend, model=g.model, base_url=g.base_url, rpm_limit=g.rpm_limit,
-                        max_retries=g.max_retries, concurrency=g.concurrency, **extra)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     import logging
 
@@ -130,7 +114,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         cfg = parse_config(argv)
         records = load_records(cfg.data.source, mode=cfg.mode, data_dir=cfg.data.data_dir, limit=cfg.data.limit,
                                offset=cfg.data.offset)
-        backend = build_backend(cfg) if cfg.mode == "generate" else None
+        backend = cfg.generation.build_backend() if cfg.mode == "generate" else None
         gate = build_gate(cfg.detection)
     except (ConfigError, DataError, BackendConfigError, ValueError) as exc:
         print(f"halurate: error: {exc}", file=sys.stderr)
@@ -144,12 +128,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     fingerprint = {"mode": cfg.mode}
     gen_kwargs = {}
     if backend is not None:
+        gen_kwargs = g.generation_kwargs()
         fingerprint.update(prompt_version=PROMPT_VERSION, prompt_template=g.prompt_template, **backend.describe(),
-                           temperature=g.temperature, seed=g.seed, max_output_tokens=g.max_output_tokens,
-                           thinking_budget=g.thinking_budget)
+                           **gen_kwargs)
         fingerprint.pop("base_url", None)
-        gen_kwargs = {"max_output_tokens": g.max_output_tokens, "temperature": g.temperature, "seed": g.seed,
-                      "thinking_budget": g.thinking_budget}
     try:
         runner = Runner(records, gate, out, mode=cfg.mode, backend=backend, gen_kwargs=gen_kwargs,
                         prompt_template=g.prompt_template, batch_size=cfg.detection.batch_size,

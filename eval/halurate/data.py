@@ -24,7 +24,7 @@ from typing import Any
 
 from inference.spans import normalize_task_type, render_context
 from inference.windowing import join_documents
-from training.data.base import DataError, read_csv
+from training.data.base import DataError, numbered_jsonl, read_csv
 
 BUILTIN_ALIASES = {"halueval": "halueval_qa", "ragtruth": "ragtruth_test_subset"}
 FILE_SUFFIXES = (".jsonl", ".json", ".csv")
@@ -126,16 +126,7 @@ def _rows(path: Path) -> list[tuple[str, dict]]:
         if not isinstance(data, list):
             raise DataError(f"{path}: expected a JSON list of records, got a JSON {type(data).__name__}")
         return [(f"{path}[{i}]", r) for i, r in enumerate(data)]
-    out = []
-    with open(path, encoding="utf-8") as fh:
-        lines = fh.read().splitlines()
-    for n, line in enumerate(lines, 1):
-        if line.strip():
-            try:
-                out.append((f"{path}:{n}", json.loads(line)))
-            except json.JSONDecodeError as exc:
-                raise DataError(f"{path}:{n}: invalid JSON ({exc.msg})") from None
-    return out
+    return [(f"{path}:{n}", row) for n, row in numbered_jsonl(path)]
 
 
 def _ragtruth_row(row: dict, where: str) -> dict:

@@ -17,14 +17,13 @@ STAGE_KEYS = {"sentinel": "fact_check_model", "detector": "hallucination_model",
 
 
 def gate_overrides(settings: DetectionSettings) -> list[str]:
-    out = list(settings.overrides)
-    for stage, key in STAGE_KEYS.items():
-        value = getattr(settings, stage)
-        if value is not None:
-            out.append(f"hallucination_mitigation.{key}.model_id=" + ("" if value.lower() == "none" else value))
+    """The user's own `--set` strings, then the model dirs and backend as overrides whose value is JSON-quoted:
+    read back as YAML it is the same string (a dir `runs/x #1` stays that, `on` stays a string)."""
+    values = {f"hallucination_mitigation.{key}.model_id": "" if value.lower() == "none" else value
+              for stage, key in STAGE_KEYS.items() if (value := getattr(settings, stage)) is not None}
     if settings.backend:
-        out.append(f"hallucination_mitigation.backend={settings.backend}")
-    return out
+        values["hallucination_mitigation.backend"] = settings.backend
+    return list(settings.overrides) + [f"{key}={json.dumps(value)}" for key, value in values.items()]
 
 
 def build_gate(settings: DetectionSettings) -> HaluGate:

@@ -35,12 +35,6 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per upstream call otherwise (URLs only)
-    overrides = list(args.overrides)
-    for key, value in (("upstream", args.upstream), ("host", args.host), ("port", args.port)):
-        if value is not None:
-            overrides.append(f"serve.{key}={value}")
-    if args.no_batching:
-        overrides.append("serve.batching=false")
     config = args.config or default_config_path()  # ./configs/inference.yaml, else the packaged defaults
     try:
         import uvicorn
@@ -48,7 +42,18 @@ def main(argv: list[str] | None = None) -> int:
         from inference.detect import HaluGate
         from inference.serve import create_app, load
 
-        settings, serve = load(config, overrides)
+        settings, serve = load(config, args.overrides)
+        # explicit flags set the fields directly (no "key=value" string round trip), then are validated
+        for key, value in (("upstream", args.upstream), ("host", args.host), ("port", args.port)):
+            if value is not None:
+                setattr(serve, key, value)
+        serve.batching = serve.batching and not args.no_batching
+        try:
+            serve.validate()
+        except ValueError as exc:
+            raise ConfigError(f"serve.{exc}") from None
+        # a server waits on requests between batches: spinning threads would burn the cores they wait on
+        settings.hallucination_mitigation.spin_wait = False
         tokens = serve.auth_tokens()
         gate = HaluGate(settings)
     except (ConfigError, OSError) as exc:

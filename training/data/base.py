@@ -106,29 +106,34 @@ def get_adapter(name: str, kind: str | None = None) -> Adapter:
 
 
 def _import_all() -> None:
-    # Adapters register themselves on import; the modules are cheap (no torch, no datasets at import).
+    """Import every module of this package: adapters register themselves on import, so a new dataset module
+    needs no list to be named in. The modules are cheap (no torch, no `datasets` at import)."""
     import importlib
+    import pkgutil
 
-    for mod in ("prompts", "spans", "nli", "curriculum"):
-        try:
-            importlib.import_module(f"training.data.{mod}")
-        except ModuleNotFoundError as exc:
-            if exc.name != f"training.data.{mod}":
-                raise
+    package = __name__.rpartition(".")[0]
+    for info in pkgutil.iter_modules([str(Path(__file__).parent)]):
+        if not info.name.startswith("_") and info.name != "base":
+            importlib.import_module(f"{package}.{info.name}")
 
 
 # ---- small readers shared by adapters ----------------------------------------------------------------------
 
-def read_jsonl(path: Path) -> Iterator[dict]:
+def numbered_jsonl(path: str | os.PathLike) -> Iterator[tuple[int, Any]]:
+    """(line number in the file, parsed value) per non-empty line; invalid JSON is a DataError naming file:line."""
     with open(path, encoding="utf-8") as fh:
         for lineno, line in enumerate(fh, 1):
-            line = line.strip()
-            if not line:
+            if not line.strip():
                 continue
             try:
-                yield json.loads(line)
+                yield lineno, json.loads(line)
             except json.JSONDecodeError as exc:
                 raise DataError(f"{path}:{lineno}: invalid JSON ({exc.msg})") from None
+
+
+def read_jsonl(path: Path) -> Iterator[dict]:
+    for _, record in numbered_jsonl(path):
+        yield record
 
 
 def read_json(path: Path) -> Any:

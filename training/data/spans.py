@@ -21,6 +21,7 @@ import re
 from collections import Counter, defaultdict
 from pathlib import Path
 
+from inference.grounding import STOPWORDS
 from inference.spans import FATAL_SPAN_PROBLEMS, check_spans, normalize_task_type, render_context
 from training.data.base import Adapter, DataError, hub_rows, read_csv, read_json, read_jsonl, register
 
@@ -331,10 +332,8 @@ _span_adapter("summedits_spans", ["summedits"], load_summedits,
 
 _SENT = re.compile(r"[^.!?]+[.!?]+(?=\s|$)|[^.!?]+$")
 _WORDS = re.compile(r"[a-z0-9]+")
-_STOP = frozenset(["the", "a", "an", "of", "to", "in", "and", "or", "is", "are", "was", "were", "for", "on",
-                   "at", "by", "with", "what", "who", "when", "where", "which", "how", "why", "from", "as",
-                   "that", "this", "it", "its", "be", "do", "does", "did", "give", "me", "about", "based",
-                   "text", "reference"])
+# The runtime's stopword list (inference.grounding), plus words of instructions that say nothing of their topic.
+_STOP = STOPWORDS | frozenset(["give", "based", "text", "reference"])
 
 
 def extractive_answer(question: str, context: str, max_sentences: int = 2) -> str | None:

@@ -1,0 +1,41 @@
+"""The Detector stage: windowed token scores (inference.detector_stage, the one scoring path) -> spans."""
+
+from __future__ import annotations
+
+from inference import explain
+from inference.detector_stage import scores_to_spans
+from inference.labels import DETECTOR_LABELS
+from inference.result import Span
+from inference.stages.base import Stage, register
+
+
+@register
+class DetectorStage(Stage):
+    name = "detector"
+    settings_key = "hallucination_model"
+    task = "token"
+    labels = tuple(DETECTOR_LABELS[1:])
+
+    def run(self, gate, items) -> None:
+        items = [it for it in items if it.run_detector]
+        if not items:
+            return
+        hm = gate.settings.hallucination_mitigation.hallucination_model
+        for it in items:
+            it.result.detector_windows = len(it.windows)
+        try:
+            scores = gate.score_tokens(items)
+        except Exception as exc:  # noqa: BLE001
+            for it in items:
+                gate.fail(it, "detector", f"run failed: {type(exc).__name__}: {exc}")
+                it.run_detector = False
+            return
+        for it, sc in zip(items, scores):
+            raw = scores_to_spans(it.data.answer, sc, hm, gate.detector_calibration)
+            it.result.hallucination_score = sc.score
+            it.result.spans = [
+                Span(start=s["start"], end=s["end"], text=s["text"], confidence=s["confidence"],
+                     severity=explain.UNEXPLAINED_SEVERITY,
+                     explanation=explain.explanation(None, None, s["confidence"], "", "NLI not run"))
+                for s in raw]
+            it.result.hallucination_detected = bool(it.result.spans)

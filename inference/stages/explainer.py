@@ -1,0 +1,104 @@
+"""The Explainer stage: NLI of each flagged span's sentence against its best premises (windows and sentences of
+the context, within the max_nli_pairs budget) -> label, confidence, evidence, severity; entailed spans are
+dropped when enable_nli_filtering is on."""
+
+from __future__ import annotations
+
+from inference import explain
+from inference.formatting import nli_pair
+from inference.labels import EXPLAINER_LABELS
+from inference.result import Evidence
+from inference.stages.base import Stage, register
+
+
+@register
+class ExplainerStage(Stage):
+    name = "explainer"
+    settings_key = "nli_model"
+    task = "sequence"
+    labels = tuple(EXPLAINER_LABELS)
+
+    def run(self, gate, items) -> None:
+        items = [it for it in items if it.run_detector and it.result.spans]
+        m = gate.settings.hallucination_mitigation
+        runner = gate.runners["explainer"]
+        wanted = [it for it in items if it.plugin.use_nli]
+        for it in items:
+            if not it.plugin.use_nli:
+                for s in it.result.spans:
+                    s.explanation = explain.explanation(None, None, s.confidence, "", "use_nli is off")
+        if not wanted:
+            return
+        if runner is None:
+            if "explainer" in gate.load_errors:
+                for it in wanted:
+                    gate.fail(it, "explainer", gate.stage_error("explainer"))
+            else:
+                for it in wanted:
+                    for s in it.result.spans:
+                        s.explanation = explain.explanation(None, None, s.confidence, "", "no Explainer configured")
+            return
+        nm = m.nli_model
+        hyp_of: list[list[str]] = []
+        candidates: dict[tuple[int, str], explain.PremiseSet] = {}  # (item, hypothesis) -> ranked premises
+        for k, it in enumerate(wanted):
+            answer = it.data.answer
+            hyps = []
+            for s in it.result.spans:
+                a, b = explain.widen(answer, s.start, s.end, nm.hypothesis)
+                hyps.append(answer[a:b] or s.text)
+            hyp_of.append(hyps)
+            for hyp in dict.fromkeys(hyps):  # one NLI job per distinct hypothesis
+                candidates[(k, hyp)] = self.premises(gate, runner, it.context, it.data.question or "", hyp)
+        # The latency budget: at most max_nli_pairs Explainer pairs per request (per item of a batch).
+        budget = {k: explain.fit_budget([ps for (j, _), ps in candidates.items() if j == k], nm.max_premise_windows,
+                                        nm.max_premise_sentences, nm.max_nli_pairs) for k in range(len(wanted))}
+        pairs: list[tuple[str, str]] = []
+        jobs: dict[tuple[int, str], tuple[list[explain.Premise], int]] = {}  # -> (premises read, first pair)
+        for (k, hyp), premise_set in candidates.items():
+            read = premise_set.pick(*budget[k])
+            question = wanted[k].data.question or ""
+            jobs[(k, hyp)] = (read, len(pairs))
+            pairs.extend(nli_pair(p.text + ("\n" + question if question else ""), hyp) for p in read)
+        try:
+            probs = runner.classify(pairs)
+        except Exception as exc:  # noqa: BLE001
+            for it in wanted:
+                gate.fail(it, "explainer", f"run failed: {type(exc).__name__}: {exc}")
+            return
+        column = {name.lower(): i for i, name in enumerate(runner.labels)}
+        hm = m.hallucination_model
+        for k, it in enumerate(wanted):
+            kept = []
+            for s, hyp in zip(it.result.spans, hyp_of[k]):
+                read, first = jobs[(k, hyp)]
+                p = probs[first:first + len(read)]
+                label, conf, decisive = explain.decide_nli(p, runner.labels)
+                s.premise_coverage = explain.coverage(it.context, read)
+                level = explain.severity(label, conf, entailment_threshold=hm.nli_entailment_threshold,
+                                         low_confidence=nm.threshold, filter_entailed=hm.enable_nli_filtering)
+                if level is None:
+                    continue
+                best = explain.pick_evidence(read, decisive, explain.span_words(it.data.answer, s.start, s.end))
+                ev = read[best]
+                s.evidence = Evidence(ev.text, ev.start, ev.end, ev.kind,
+                                      {lab: float(p[best][column[lab]]) for lab in EXPLAINER_LABELS})
+                s.nli_label, s.nli_confidence, s.severity = label, conf, level
+                s.explanation = explain.explanation(label, conf, s.confidence, hyp, evidence=ev)
+                kept.append(s)
+            # True when, for some span, the Explainer read less than the whole context.
+            it.result.context_truncated_for_nli = any(s.premise_coverage < 1.0 for s in it.result.spans)
+            it.result.spans = kept
+            it.result.hallucination_detected = bool(kept)
+
+    @staticmethod
+    def premises(gate, runner, context: str, question: str, hypothesis: str) -> explain.PremiseSet:
+        """Candidate premises (windows and sentences of the context, with offsets; the question is appended to
+        each) that fit the Explainer with the hypothesis, ranked by the words they share with it."""
+        from inference.spans import tokenize_segment
+
+        tok = runner.tokenizer
+        nm = gate.settings.hallucination_mitigation.nli_model
+        fixed = len(tokenize_segment(tok, hypothesis)[0]) + len(tokenize_segment(tok, question)[0]) + 4
+        return explain.premise_candidates(tok, context, hypothesis, runner.max_length - fixed,
+                                          nm.max_premise_windows, nm.max_premise_sentences)
