@@ -28,12 +28,12 @@ from pathlib import Path
 from typing import Any
 
 from inference.actions import apply_actions
-from inference.backends import ClassifierRunner, load_runner
 from inference.config import ConfigError, apply_overrides, from_dict, to_dict
 from inference.detector_stage import Calibration, DetectorJob, DetectorScores, score_answers
 from inference.labels import DETECTOR_LABELS
 from inference.messages import DetectInput, InputError, parse_input
 from inference.result import STAGES, Result, Span
+from inference.runners import ClassifierRunner, load_runner
 from inference.settings import InferenceSettings, default_config_path, load_settings
 from inference.spans import SpecialTokens
 from inference.stages import Stage, label_index, pipeline
@@ -117,15 +117,18 @@ class HaluGate:
                   use_cpu: bool = True, overrides: list[str] | None = None) -> HaluGate:
         """From model directories (export dirs for onnx, run dirs for torch); everything else at its default,
         or set through `overrides` (e.g. ["hallucination_mitigation.fail_mode=closed"])."""
-        data = to_dict(InferenceSettings())
-        m = data["hallucination_mitigation"]
-        m.update(backend=backend, precision=precision)
-        for key, path in (("fact_check_model", sentinel), ("hallucination_model", detector),
-                          ("nli_model", explainer)):
-            m[key]["model_id"] = str(path) if path else ""
-            m[key]["use_cpu"] = use_cpu
-        apply_overrides(data, overrides)
-        return cls(from_dict(InferenceSettings, data, "<from_dirs>"))
+        if backend not in ("onnx", "torch") or precision not in ("auto", "fp32", "int8"):
+            raise ConfigError(f"from_dirs: backend must be onnx|torch and precision auto|fp32|int8, got "
+                              f"{backend!r}, {precision!r}")
+        settings = InferenceSettings()
+        m = settings.hallucination_mitigation
+        m.backend, m.precision = backend, precision
+        for stage, path in (("sentinel", sentinel), ("detector", detector), ("explainer", explainer)):
+            model = getattr(m, STAGE_MODELS[stage])
+            model.model_id, model.use_cpu = (str(path) if path else ""), use_cpu
+        if overrides:  # the caller's own "section.key=value" strings (they win over the arguments)
+            settings = from_dict(InferenceSettings, apply_overrides(to_dict(settings), overrides), "<from_dirs>")
+        return cls(settings)
 
     def _load(self, stage: Stage, model_cfg) -> None:
         m = self.settings.hallucination_mitigation

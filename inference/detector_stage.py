@@ -167,7 +167,7 @@ def aggregate(per_window: list[np.ndarray], how: str) -> np.ndarray:
 def score_answers(runner, jobs: list[DetectorJob], settings, calibration: Calibration | None = None,
                   hallucinated_id: int = 1) -> list[DetectorScores]:
     """Run every window of every job in one batched runner call; combine per token; apply the combiner."""
-    from inference.backends import Features
+    from inference.runners import Features
 
     _, aggregation, combiner = effective(settings, calibration)
     feats = [Features(w.input_ids, w.token_type_ids) for job in jobs for w in job.windows]

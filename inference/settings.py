@@ -192,18 +192,24 @@ class Decision:
     plugins: list[Plugin] = field(default_factory=list)
 
     def plugin(self) -> HallucinationPlugin | None:
-        """The hallucination plugin's configuration (validated when the config is loaded)."""
-        for p in self.plugins:
-            if p.type == "hallucination":
-                return from_dict(HallucinationPlugin, p.configuration, f"decisions.{self.name}.plugins.hallucination")
-        return None
+        """The hallucination plugin's configuration, parsed once when the config is loaded (validate)."""
+        parsed = self.__dict__.get("_parsed_plugin")
+        if parsed is None:
+            self.validate()
+            parsed = self.__dict__["_parsed_plugin"]
+        return parsed[0]
 
     def validate(self) -> None:
+        plugin = None
         for p in self.plugins:
+            if p.type != "hallucination":
+                continue
             try:
-                from_dict(HallucinationPlugin, p.configuration, "")
+                plugin = from_dict(HallucinationPlugin, p.configuration, f"decisions.{self.name}.plugins.hallucination")
             except ConfigError as exc:
-                raise ValueError(f"plugins.hallucination.configuration.{str(exc).lstrip(': ')}") from None
+                raise ValueError(f"plugins.hallucination.configuration.{str(exc).split(': ', 1)[-1]}") from None
+            break
+        self.__dict__["_parsed_plugin"] = (plugin,)  # not a dataclass field: never serialised or compared
 
     def matches(self, fact_check_needed: bool | None, has_context: bool) -> bool:
         """Rules on the request's signals; an unknown fact-check signal (Sentinel unavailable) counts as

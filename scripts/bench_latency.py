@@ -38,10 +38,10 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from inference.backends import Features, physical_cores
 from inference.detect import HaluGate
 from inference.labels import DETECTOR_LABELS, EXPLAINER_LABELS, SENTINEL_LABELS
 from inference.result import STAGES
+from inference.runners import Features, physical_cores
 from inference.spans import token_probs_to_spans
 from inference.windowing import join_documents
 
@@ -317,7 +317,7 @@ def token_agreement(gate: HaluGate, reference: HaluGate, x: dict) -> float:
 
 def check_idle(allow_busy: bool) -> list[float]:
     """Refuse to time a busy machine (1-minute load average over MAX_LOAD_PER_CORE per physical core)."""
-    from inference.backends import physical_cores
+    from inference.runners import physical_cores
 
     load = [round(x, 2) for x in os.getloadavg()]
     cores = physical_cores()

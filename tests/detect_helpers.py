@@ -19,8 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
-from inference.backends import ClassifierRunner, load_tokenizer
 from inference.labels import DETECTOR_LABELS, EXPLAINER_LABELS, SENTINEL_LABELS
+from inference.runners import ClassifierRunner, load_tokenizer_info
 
 
 class _Fake(ClassifierRunner):
@@ -28,7 +28,7 @@ class _Fake(ClassifierRunner):
 
     def __init__(self, tokenizer_dir, task, labels, max_length=512, batch_size=8):
         super().__init__(model_dir=f"fake:{type(self).__name__}", task=task, labels=labels,
-                         tok=load_tokenizer(tokenizer_dir), max_length=max_length, batch_size=batch_size)
+                         tok=load_tokenizer_info(tokenizer_dir), max_length=max_length, batch_size=batch_size)
         self.calls: list[tuple[int, int]] = []  # (batch rows, padded width) per model call
 
     def _token(self, i: int) -> str:

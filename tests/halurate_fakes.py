@@ -1,4 +1,4 @@
-"""Rule-based runners behind inference.backends' ClassifierRunner interface, with the real MiniLM tokenizer, so
+"""Rule-based runners behind inference.runners' ClassifierRunner interface, with the real MiniLM tokenizer, so
 that HaluGate and the claim verifier run their real code paths with predictable model outputs.
 
 - FakeDetector: an answer token is HALLUCINATED when its WordPiece is in `bad_words`.
@@ -13,8 +13,8 @@ import re
 
 import numpy as np
 
-from inference.backends import ClassifierRunner, load_tokenizer
 from inference.labels import DETECTOR_LABELS, EXPLAINER_LABELS, SENTINEL_LABELS
+from inference.runners import ClassifierRunner, load_tokenizer_info
 
 _WORD = re.compile(r"\w+")
 _STOP = {"the", "a", "an", "of", "in", "is", "was", "it", "and", "to", "by", "on", "at", "for"}
@@ -22,7 +22,7 @@ _STOP = {"the", "a", "an", "of", "in", "is", "was", "it", "and", "to", "by", "on
 
 class FakeDetector(ClassifierRunner):
     def __init__(self, tokenizer_dir: str, bad_words=("mumbai", "berlin", "1999")):
-        tok = load_tokenizer(tokenizer_dir)
+        tok = load_tokenizer_info(tokenizer_dir)
         super().__init__(model_dir="fake-detector", task="token", labels=list(DETECTOR_LABELS), tok=tok,
                          max_length=512)
         self.bad_ids = {tok.tokenizer.token_to_id(w) for w in bad_words} - {None}
@@ -40,7 +40,7 @@ class FakeDetector(ClassifierRunner):
 class FakeNLI(ClassifierRunner):
     def __init__(self, tokenizer_dir: str, contradict_words=("berlin", "mumbai", "1999"), confidence: float = 0.9):
         super().__init__(model_dir="fake-nli", task="sequence", labels=list(EXPLAINER_LABELS),
-                         tok=load_tokenizer(tokenizer_dir), max_length=512)
+                         tok=load_tokenizer_info(tokenizer_dir), max_length=512)
         self.contradict = set(contradict_words)
         self.confidence = confidence
         self.calls = 0
@@ -68,7 +68,7 @@ class FakeNLI(ClassifierRunner):
 class FakeSentinel(ClassifierRunner):
     def __init__(self, tokenizer_dir: str):
         super().__init__(model_dir="fake-sentinel", task="sequence", labels=list(SENTINEL_LABELS),
-                         tok=load_tokenizer(tokenizer_dir), max_length=512)
+                         tok=load_tokenizer_info(tokenizer_dir), max_length=512)
 
     def classify(self, texts):
         return np.array([[0.9, 0.1] if "poem" in t.lower() else [0.1, 0.9] for t in texts], dtype=np.float32)

@@ -294,7 +294,7 @@ def test_cli_check_writes_good_and_bad(tmp_path, tiny_nli_dir, minilm_dir, monke
     path = tmp_path / "in.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     # The rule-based NLI runner behind the real CLI, so that good / bad are known.
-    monkeypatch.setattr("inference.backends.load_runner", lambda *a, **k: FakeNLI(minilm_dir))
+    monkeypatch.setattr("inference.runners.load_runner", lambda *a, **k: FakeNLI(minilm_dir))
     out = tmp_path / "out"
     assert cli.main(["check", "--input", str(path), "--explainer", tiny_nli_dir, "--out", str(out)]) == 0
     good = [json.loads(x) for x in (out / "good.jsonl").read_text().splitlines()]

@@ -61,9 +61,9 @@ def test_the_explainers_scores_choose_the_premise_not_only_word_overlap(minilm_d
 
 
 def _long_context(minilm_dir, tokens: int) -> str:
-    from inference.backends import load_tokenizer
+    from inference.runners import load_tokenizer_info
 
-    tok = load_tokenizer(minilm_dir).tokenizer
+    tok = load_tokenizer_info(minilm_dir).tokenizer
     text = ""
     while len(tok.encode(text, add_special_tokens=False).ids) < tokens:
         text += FILLER

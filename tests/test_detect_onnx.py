@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 from detect_helpers import export_tiny, make_run_dir
 
-from inference.backends import Features, ModelLoadError, load_runner
 from inference.detect import HaluGate
 from inference.labels import DETECTOR_LABELS, EXPLAINER_LABELS, SENTINEL_LABELS
+from inference.runners import Features, ModelLoadError, load_runner
 from inference.spans import encode_detector_input
 
 REPO = Path(__file__).resolve().parents[1]

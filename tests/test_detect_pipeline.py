@@ -10,12 +10,12 @@ import pytest
 from detect_helpers import FailingRunner, FakeDetector, FakeExplainer, FakeSentinel, fakes
 
 from inference import explain
-from inference.backends import Features
 from inference.config import ConfigError, apply_overrides, from_dict
 from inference.detect import HaluGate
 from inference.labels import DETECTOR_LABELS, EXPLAINER_LABELS, SENTINEL_LABELS
 from inference.messages import InputError
 from inference.result import SCHEMA, STAGES, spans_header
+from inference.runners import Features
 from inference.settings import InferenceSettings
 from inference.spans import encode_detector_input
 from inference.windowing import InputTooLongError
@@ -216,9 +216,9 @@ def test_wrong_label_map_is_a_load_error(minilm_dir):
 # ---- long contexts -------------------------------------------------------------------------------------------
 
 def _long_context(filler_tokens_over: int, minilm_dir) -> str:
-    from inference.backends import load_tokenizer
+    from inference.runners import load_tokenizer_info
 
-    tok = load_tokenizer(minilm_dir).tokenizer
+    tok = load_tokenizer_info(minilm_dir).tokenizer
     text = ""
     while len(tok.encode(text, add_special_tokens=False).ids) < filler_tokens_over:
         text += FILLER

@@ -106,14 +106,16 @@ def test_int8_export_reports_agreement_and_loads(bert_seq_run, tmp_path):
 
 
 def test_project_onnx_backend_loads_export(bert_seq_run, tmp_path):
-    backends = pytest.importorskip("inference.backends")
+    runners = pytest.importorskip("inference.runners")
     out = tmp_path / "export"
     export(bert_seq_run, out, quantize="int8", agreement_floor=0.0)
     texts = ["Who wrote Hamlet?", "Write a haiku about rain."]
-    torch_probs = backends.load_runner(bert_seq_run, task="sequence", backend="torch").classify(texts)
-    onnx_probs = backends.load_runner(out, task="sequence").classify(texts)
+    torch_probs = runners.load_runner(bert_seq_run, task="sequence", backend="torch").classify(texts)
+    onnx_probs = runners.load_runner(out, task="sequence", precision="fp32").classify(texts)
     assert np.allclose(onnx_probs, torch_probs, atol=1e-4)
-    assert backends.load_runner(out, task="sequence", precision="int8").onnx_path.name == INT8_FILE
+    assert runners.load_runner(out, task="sequence", precision="int8").onnx_path.name == INT8_FILE
+    # the default precision ("auto") takes the int8 file the export shipped
+    assert runners.load_runner(out, task="sequence").onnx_path.name == INT8_FILE
 
 
 def test_int8_below_floor_is_refused_but_the_fp32_export_is_written(bert_seq_run, tmp_path, capsys):
@@ -134,9 +136,9 @@ def test_int8_below_floor_is_refused_but_the_fp32_export_is_written(bert_seq_run
     assert (tmp_path / "export.failed" / INT8_FILE).is_file()  # the rejected file, kept for inspection
     assert json.loads((tmp_path / "export.failed" / REPORT_FILE).read_text())["int8_status"] == "refused"
     # The runtime loads the fp32 export.
-    from inference import backends
+    from inference.runners import load_runner
 
-    assert backends.load_runner(out, task="sequence").onnx_path.name == FP32_FILE
+    assert load_runner(out, task="sequence").onnx_path.name == FP32_FILE  # auto: int8 was refused
 
 
 def test_require_int8_exits_1_after_writing_fp32(bert_seq_run, tmp_path, capsys):

@@ -475,7 +475,7 @@ def test_tiny_mpnet_trains_with_lora_exports_and_runs(tmp_path):
     import torch
     from transformers import AutoTokenizer, MPNetConfig, MPNetModel
 
-    from inference.backends import load_runner
+    from inference.runners import load_runner
     from training.cli import run_cli
     from training.export import main as export_main
     from training.models import resolve_base_model

@@ -406,7 +406,7 @@ def main(argv=None) -> None:
     train_recs, dev_recs, test_recs = group_split(records, (1 - s.dev - s.test, s.dev, s.test), cfg.run.seed)
     if not train_recs or not dev_recs:
         raise DataError(f"detector data: {len(train_recs)} train / {len(dev_recs)} dev records; need both")
-    table = count_table({"train": train_recs, "dev": dev_recs, "test": test_recs}, ["faithful", "hallucinated"])
+    table = count_table({"train": train_recs, "dev": dev_recs, "test": test_recs}, [x.lower() for x in DETECTOR_LABELS])
     print(table, flush=True)
     write_jsonl(out / "test.jsonl", test_recs)  # eval.detector --data RUN_DIR/test.jsonl re-scores it
     if not test_recs:  # trained on everything: training.export still needs real Detector inputs for its parity check

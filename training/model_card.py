@@ -326,14 +326,14 @@ def _usage_section(inputs: CardInputs, repo_id: str) -> str:
         call = (f'print(runner.labels, runner.classify(["{example}"]))' if task == "sequence" else
                 "# token logits per sequence; the Detector facade builds the inputs and merges spans")
         halugate = _code("python", "from huggingface_hub import snapshot_download",
-                         "from inference.backends import load_runner", "",
+                         "from inference.runners import load_runner", "",
                          f'path = snapshot_download("{repo_id}")',
                          f'runner = load_runner({where}, task="{task}")  # precision="int8": model_quantized.onnx',
                          call)
     else:
         halugate = (_code("bash", f"huggingface-cli download {repo_id} --local-dir model/",
                           "python -m training.export --model model/ --out export/ --quantize int8")
-                    + f'\n\nthen `inference.backends.load_runner("export", task="{task}")`.')
+                    + f'\n\nthen `inference.runners.load_runner("export", task="{task}")`.')
     out = ["### With halugate (ONNX Runtime, no torch)", halugate]
     if inputs.has_safetensors:
         out += ["### With transformers",

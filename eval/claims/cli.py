@@ -151,7 +151,7 @@ def build_checker(cfg: ClaimsConfig, explainer_runner=None) -> ClaimChecker:
     verifier_kind = cfg.verifier or ("nli" if cfg.explainer else "llm")
     if verifier_kind == "nli":
         if explainer_runner is None:
-            from inference.backends import load_runner
+            from inference.runners import load_runner
 
             explainer_runner = load_runner(cfg.explainer, "sequence", model_backend(cfg, cfg.explainer))
         verifier = NLIVerifier(explainer_runner, batch_size=cfg.batch_size, candidates=cfg.candidates,
@@ -281,7 +281,7 @@ def run_compare(cfg: ClaimsConfig, argv: Sequence[str]) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     from eval.backends import BackendConfigError, FatalBackendError
-    from inference.backends import ModelLoadError
+    from inference.runners import ModelLoadError
 
     try:
         cfg = parse_config(argv)

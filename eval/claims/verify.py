@@ -4,7 +4,7 @@ Evidence comes from passages: the given context (always, when there is one) plus
 (web search is such a source; none is configured by default and none in this package calls the network).
 
 - `NLIVerifier`: the NLI Explainer (any 3-way entailment / neutral / contradiction classifier behind
-  inference.backends' runner interface). Premises per claim: the `candidates` passage sentences sharing the most
+  inference.runners' runner interface). Premises per claim: the `candidates` passage sentences sharing the most
   content words with the claim, those sentences joined (facts that span two sentences), and each whole passage;
   the last two only when (premise, claim) fits `max_pair_tokens` (default: the model's limit). Verdicts combine as in the Explainer (inference.explain.combine_nli: entailed by any
   premise -> entailment, else contradicted by any -> contradiction, else neutral) and map entailment -> true,
@@ -146,7 +146,7 @@ class NLIVerifier(Verifier):
 
     @classmethod
     def from_dir(cls, model_dir: str, *, backend: str = "onnx", **kwargs) -> NLIVerifier:
-        from inference.backends import load_runner
+        from inference.runners import load_runner
 
         return cls(load_runner(model_dir, "sequence", backend), **kwargs)
 

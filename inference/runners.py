@@ -124,7 +124,7 @@ class TokenizerInfo:
     pad_id: int
 
 
-def load_tokenizer(model_dir: str | Path) -> TokenizerInfo:
+def load_tokenizer_info(model_dir: str | Path) -> TokenizerInfo:
     """tokenizer.json via `tokenizers` (no transformers), with any saved truncation/padding switched off."""
     from tokenizers import Tokenizer
 
@@ -343,7 +343,7 @@ class OnnxRunner(ClassifierRunner):
         n_out = output.shape[-1]
         if isinstance(n_out, int) and n_out != len(labels):
             raise ModelLoadError(f"{model_dir}: {len(labels)} labels in the label map but the graph outputs {n_out}")
-        super().__init__(model_dir=str(model_dir), task=task, labels=labels, tok=load_tokenizer(model_dir),
+        super().__init__(model_dir=str(model_dir), task=task, labels=labels, tok=load_tokenizer_info(model_dir),
                          max_length=_max_positions(model_dir), batch_size=batch_size,
                          max_batch_tokens=max_batch_tokens,
                          takes_token_type_ids="token_type_ids" in self.input_names)
@@ -403,7 +403,7 @@ class TorchRunner(ClassifierRunner):
 
         takes_types = "token_type_ids" in inspect.signature(self.model.forward).parameters
         super().__init__(model_dir=str(model_dir), task=task, labels=read_labels(model_dir),
-                         tok=load_tokenizer(model_dir), max_length=_max_positions(model_dir),
+                         tok=load_tokenizer_info(model_dir), max_length=_max_positions(model_dir),
                          batch_size=batch_size, max_batch_tokens=max_batch_tokens, takes_token_type_ids=takes_types)
         self.precision = "fp32"
 
