@@ -358,12 +358,11 @@ def test_real_data_sources(data_dir):
 def test_model_dirs_reach_the_gate_settings_as_given():
     """--detector 'runs/x #1' is the model dir, not `runs/x` (no YAML re-parse of the flag values)."""
     from eval.halurate.config import DetectionSettings
-    from eval.halurate.detection import gate_overrides
-    from inference.config import apply_overrides
+    from eval.halurate.detection import gate_settings
 
     settings = DetectionSettings(detector="runs/x #1", sentinel="none", explainer="on", backend="torch",
                                  overrides=["hallucination_mitigation.hallucination_model.threshold=0.5"])
-    data = apply_overrides({}, gate_overrides(settings))["hallucination_mitigation"]
-    assert data["hallucination_model"] == {"threshold": 0.5, "model_id": "runs/x #1"}
-    assert data["fact_check_model"]["model_id"] == "" and data["nli_model"]["model_id"] == "on"
-    assert data["backend"] == "torch"
+    m = gate_settings(settings).hallucination_mitigation
+    assert m.hallucination_model.model_id == "runs/x #1" and m.hallucination_model.threshold == 0.5
+    assert m.fact_check_model.model_id == "" and m.nli_model.model_id == "on"
+    assert m.backend == "torch"

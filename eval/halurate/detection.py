@@ -9,26 +9,29 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from inference.config import to_dict
-from inference.detect import HaluGate, InputError, InputTooLongError, Result
+from inference.detect import STAGE_MODELS, HaluGate, InputError, InputTooLongError, Result
+from inference.settings import InferenceSettings, default_config_path, load_settings
 
 from .config import DetectionSettings
 
-STAGE_KEYS = {"sentinel": "fact_check_model", "detector": "hallucination_model", "explainer": "nli_model"}
 
-
-def gate_overrides(settings: DetectionSettings) -> list[str]:
-    """The user's own `--set` strings, then the model dirs and backend as overrides whose value is JSON-quoted:
-    read back as YAML it is the same string (a dir `runs/x #1` stays that, `on` stays a string)."""
-    values = {f"hallucination_mitigation.{key}.model_id": "" if value.lower() == "none" else value
-              for stage, key in STAGE_KEYS.items() if (value := getattr(settings, stage)) is not None}
+def gate_settings(settings: DetectionSettings) -> InferenceSettings:
+    """The runtime config file with the user's own `--set` strings, then the model dirs and backend set on the
+    typed settings directly (no string round trip: a dir `runs/x #1` stays that, `on` stays a string)."""
+    gate = load_settings(settings.config or default_config_path(), settings.overrides)
+    m = gate.hallucination_mitigation
+    for stage, key in STAGE_MODELS.items():
+        value = getattr(settings, stage)
+        if value is not None:
+            getattr(m, key).model_id = "" if value.lower() == "none" else value
     if settings.backend:
-        values["hallucination_mitigation.backend"] = settings.backend
-    return list(settings.overrides) + [f"{key}={json.dumps(value)}" for key, value in values.items()]
+        m.backend = settings.backend
+    return gate
 
 
 def build_gate(settings: DetectionSettings) -> HaluGate:
-    """HaluGate.from_config(settings.config, overrides); ConfigError names what is wrong."""
-    return HaluGate.from_config(settings.config, gate_overrides(settings))
+    """HaluGate from the evaluation's detection settings; ConfigError names what is wrong."""
+    return HaluGate(gate_settings(settings))
 
 
 WEIGHT_FILES = ("model.safetensors", "model.onnx", "model_quantized.onnx", "pytorch_model.bin")
@@ -56,7 +59,7 @@ def gate_key(gate: HaluGate) -> str:
 def describe_gate(gate: HaluGate) -> dict:
     m = gate.settings.hallucination_mitigation
     out = {"backend": m.backend, "precision": m.precision}
-    for stage, key in STAGE_KEYS.items():
+    for stage, key in STAGE_MODELS.items():
         model_id = getattr(m, key).model_id
         state = "not configured" if not model_id else ("unavailable: " + gate.load_errors[stage]
                                                        if stage in gate.load_errors else "loaded")

@@ -1,0 +1,117 @@
+"""Detector window plans measured: quality and work of each (overlap, max_windows) on the cross-validation folds.
+
+    python scripts/bench_windows.py --cv-dir runs/detector-cv --config configs/detector.offline.yaml \
+        --data-dir ../shared/data --plans 128:0,32:0,0:0,32:4,32:2,32:1 --out runs/bench-windows
+
+Each fold model of `eval.detector --cv` (RUN/fold-k, trained without its fold's sources, calibrated on its own
+training sources) scores its held-out fold through the runtime (HaluGate's Detector stage, torch backend, the
+fold's own calibration) under every plan `OVERLAP:MAX_WINDOWS` (window_overlap: the least context tokens
+consecutive windows share; max_windows: keep only the windows sharing the most words with the answer, 0 = all).
+Printed per plan, over all folds: example / span / token F1 and recall, the windows run, and the change against
+the first plan (the reference). Nothing here is tuned on the folds: the plans are fixed in the command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from eval.detector_cv import fold_of_sources
+from training.cli import resolve_config_file
+from training.data.base import resolve_data_dir
+from training.data.spans import SpanDataReport
+from training.detector import DetectorConfig, group_key, load_mixture
+from training.detector_scoring import metrics_of, predict, runtime_gate
+
+
+def parse_plans(text: str) -> list[tuple[int, int]]:
+    plans = []
+    for part in text.split(","):
+        overlap, _, k = part.partition(":")
+        plans.append((int(overlap), int(k or 0)))
+    return plans
+
+
+def fold_records(config: str, data_dir: str | None, source: str, k: int) -> tuple[list[dict], dict]:
+    """The records and fold assignment of eval.detector --cv (same recipe, same seed)."""
+    cfg = resolve_config_file(DetectorConfig, config, [], data_dir)
+    records, _ = load_mixture(cfg, resolve_data_dir(cfg.run.data_dir), SpanDataReport())
+    folded = [r for r in records if r["source"] == source]
+    return folded, fold_of_sources(folded, k, cfg.run.seed)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--cv-dir", required=True, help="output of eval.detector --cv (fold-0 ... fold-K-1)")
+    p.add_argument("--config", required=True, help="the recipe the CV ran (for the same records and folds)")
+    p.add_argument("--data-dir", help="default $HALUGATE_DATA_DIR")
+    p.add_argument("--source", default="ragtruth_test_subset")
+    p.add_argument("--plans", default="128:0,32:0,0:0,32:4,32:2,32:1", help="OVERLAP:MAX_WINDOWS,... (first = reference)")
+    p.add_argument("--out", required=True)
+    args = p.parse_args(argv)
+    plans = parse_plans(args.plans)
+    cv_dir, out = Path(args.cv_dir), Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    folds = sorted(d for d in cv_dir.glob("fold-*") if (d / "model.safetensors").is_file())
+    if not folds:
+        raise SystemExit(f"error: {cv_dir}: no fold-*/model.safetensors (run eval.detector --cv first)")
+    k_folds = json.loads((cv_dir / "metrics.json").read_text())["k"] if (cv_dir / "metrics.json").is_file() else 5
+    records, assignment = fold_records(args.config, args.data_dir, args.source, k_folds)
+    rows = {plan: {"folds": [], "windows": 0, "seconds": 0.0} for plan in plans}
+    for fold_dir in folds:
+        k = int(fold_dir.name.split("-")[1])
+        test = [r for r in records if assignment[group_key(r)] == k]
+        for overlap, max_windows in plans:
+            gate = runtime_gate(fold_dir, "torch", overrides=[
+                f"hallucination_mitigation.hallucination_model.window_overlap={overlap}",
+                f"hallucination_mitigation.hallucination_model.max_windows={max_windows}"])
+            started = time.perf_counter()
+            preds = predict(gate, test)
+            seconds = time.perf_counter() - started
+            m = metrics_of(test, preds, gate.settings.hallucination_mitigation.hallucination_model,
+                           gate.detector_calibration)
+            row = rows[(overlap, max_windows)]
+            row["folds"].append(m["levels"])
+            row["windows"] += sum(pr.scores.windows for pr in preds if pr.scores is not None)
+            row["seconds"] += seconds
+            print(f"[windows] fold {k} overlap={overlap} max_windows={max_windows}: example F1 "
+                  f"{m['levels']['example']['overall']['f1']:.3f} span F1 {m['levels']['span']['overall']['f1']:.3f} "
+                  f"({seconds:.0f} s)", flush=True)
+
+    def mean(plan, level, key):
+        return float(np.mean([f[level]["overall"][key] for f in rows[plan]["folds"]]))
+
+    ref = plans[0]
+    lines = [(f"Detector window plans on {len(folds)} CV folds of {args.source} ({len(records)} responses), "
+             "each fold model on its held-out fold, torch backend, the fold's own calibration."), "",
+             ("| overlap | max windows | windows run | example F1 | example recall | span F1 | span recall | "
+             "token F1 | token recall | d span recall vs ref | seconds |"),
+             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    summary = []
+    for plan in plans:
+        o, k = plan
+        r = {lvl: {key: round(mean(plan, lvl, key), 4) for key in ("f1", "recall")}
+             for lvl in ("example", "span", "token")}
+        d = r["span"]["recall"] - round(mean(ref, "span", "recall"), 4)
+        summary.append({"overlap": o, "max_windows": k, "windows": rows[plan]["windows"],
+                        "seconds": round(rows[plan]["seconds"], 1), **r})
+        lines.append(f"| {o} | {k or 'all'} | {rows[plan]['windows']} | {r['example']['f1']:.3f} | "
+                     f"{r['example']['recall']:.3f} | {r['span']['f1']:.3f} | {r['span']['recall']:.3f} | "
+                     f"{r['token']['f1']:.3f} | {r['token']['recall']:.3f} | {d:+.3f} | {rows[plan]['seconds']:.0f} |")
+    md = "\n".join(lines) + "\n"
+    (out / "windows.md").write_text(md)
+    (out / "windows.json").write_text(json.dumps({"command": " ".join(sys.argv), "plans": summary}, indent=2) + "\n")
+    print(md)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
