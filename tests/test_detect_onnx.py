@@ -43,9 +43,30 @@ def tiny(tmp_path_factory, minilm_dir):
     return out
 
 
-def gate_for(tiny, kind="export", backend="onnx", extra=()):
+def gate_for(tiny, kind="export", backend="onnx", extra=(), precision="fp32"):
     return HaluGate.from_dirs(detector=tiny["detector"][kind], sentinel=tiny["sentinel"][kind],
-                              explainer=tiny["explainer"][kind], backend=backend, overrides=[*LOW, *extra])
+                              explainer=tiny["explainer"][kind], backend=backend, precision=precision,
+                              overrides=[*LOW, *extra])
+
+
+def test_default_precision_takes_int8_where_the_export_shipped_it(tiny):
+    gate = gate_for(tiny, precision="auto")
+    assert gate.settings.hallucination_mitigation.precision == "auto"
+    assert gate.runners["detector"].precision == "int8"  # exported with an int8 file
+    assert gate.runners["sentinel"].precision == gate.runners["explainer"].precision == "fp32"  # fp32 only
+
+
+def test_batched_windows_give_the_spans_of_one_at_a_time(tiny):
+    gate = gate_for(tiny, extra=["hallucination_mitigation.hallucination_model.max_length=96"])
+    filler = "Filler sentence number one about nothing in particular. "
+    inputs = [{"context": filler * k + CONTEXT, "question": QUESTION, "answer": ANSWER} for k in (0, 6, 15)]
+    batch = gate.detect_batch(inputs)
+    assert [r.detector_windows for r in batch][-1] > 2  # several windows, of different counts per input
+    for item, b in zip(inputs, batch):
+        s = gate.detect(**item)
+        assert b.detector_windows == s.detector_windows
+        assert [(x.start, x.end) for x in b.spans] == [(x.start, x.end) for x in s.spans]
+        assert b.hallucination_score == pytest.approx(s.hallucination_score, abs=1e-5)
 
 
 def test_onnx_end_to_end(tiny):
