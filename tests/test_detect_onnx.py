@@ -243,3 +243,10 @@ def test_long_sentinel_prompt_and_nli_pair_are_cut_to_fit(tiny):
     assert len(pair) == 512 and pair.token_type_ids.count(1) == 51  # the longer side was cut
     assert runner.classify(["word " * 2000, ("premise " * 600, "short hypothesis")]).shape == (2, 2)
     assert runner.tokenizer.truncation is None  # the shared tokenizer is never left truncating
+
+
+def test_threads_and_spin_wait_settings_keep_the_results(tiny):
+    feats = [Features(list(range(101, 140)), [0] * 39)]
+    default = load_runner(tiny["sentinel"]["export"], "sequence")
+    server = load_runner(tiny["sentinel"]["export"], "sequence", num_threads=1, spin_wait=False)
+    assert np.allclose(default.probabilities(feats)[0], server.probabilities(feats)[0], atol=1e-6)

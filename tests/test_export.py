@@ -89,6 +89,13 @@ def test_export_fp32_parity_and_layout(arch, task, tmp_path, request):
     assert not (tmp_path / "export.partial").exists()
     if task == "token":  # compared per non-padding token, not per example
         assert fp32["n_compared"] > fp32["n_examples"]
+    # ONNX Runtime's transformer fusions: BERT graphs are fused (and the fused graph passed parity above);
+    # ModernBERT's attention is not matched, so its plain graph stays, with the reason
+    fusion = report["fusion"]
+    if arch == "bert":
+        assert fusion["applied"] is True and fusion["fused_ops"].get("Attention", 0) >= 1
+    else:
+        assert fusion["applied"] is False and "modernbert" in fusion["reason"]
 
 
 def test_int8_export_reports_agreement_and_loads(bert_seq_run, tmp_path):
@@ -128,6 +135,10 @@ def test_int8_below_floor_is_refused_but_the_fp32_export_is_written(bert_seq_run
     assert (out / FP32_FILE).is_file() and not (out / INT8_FILE).exists()
     report = json.loads((out / REPORT_FILE).read_text())
     assert report["status"] == "int8_refused" and report["int8_status"] == "refused" and report["passed"] is True
+    # every int8 scheme was tried before refusing (more of the graph kept in fp32 each time)
+    tried = report["int8_schemes_tried"]
+    assert [t["scheme"] for t in tried] == ["all", "ffn_output_fp32", "ffn_fp32"]
+    assert tried[0]["fp32_nodes"] < tried[1]["fp32_nodes"] < tried[2]["fp32_nodes"] and not any(t["passed"] for t in tried)
     assert list(report["parity"]) == ["fp32"] and report["parity"]["fp32"]["passed"] is True
     assert report["files"] == {"fp32": FP32_FILE}
     refused = report["refused"]["int8"]

@@ -21,6 +21,8 @@ from .limits import (
     RateLimiter,
     RetryableError,
     RetryPolicy,
+    acall_or_error,
+    call_or_error,
     find_retry_delay,
     parse_duration,
 )
@@ -44,7 +46,9 @@ __all__ = [
     "RetryPolicy",
     "RetryableError",
     "SamplingSettings",
+    "acall_or_error",
     "backend_names",
+    "call_or_error",
     "find_retry_delay",
     "gemini_client_kwargs",
     "make_backend",

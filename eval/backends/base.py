@@ -58,42 +58,28 @@ class Backend(abc.ABC):
         return {"backend": self.name, "model": self.model}
 
     # -- the public API ------------------------------------------------------------------------
-    def generate(
-        self,
-        prompt: str,
-        *,
-        max_output_tokens: int = 128,
-        temperature: float = 0.0,
-        seed: int | None = None,
-        thinking_budget: int | None = None,
-    ) -> str:
-        params = GenerationParams(max_output_tokens, temperature, seed, thinking_budget)
+    # The keyword arguments of generate / agenerate are GenerationParams' fields (max_output_tokens,
+    # temperature, seed, thinking_budget), with its defaults; an unknown keyword raises TypeError.
+    def generate(self, prompt: str, **params) -> str:
+        gen = GenerationParams(**params)
 
         def attempt() -> str:
             with self.limits.concurrency:
                 if self.limits.rate is not None:  # reserve right before sending, never ahead of it
                     self.limits.rate.acquire()
                 self.calls += 1
-                return self._call_once(prompt, params)
+                return self._call_once(prompt, gen)
 
         return self.limits.retry.call(attempt)
 
-    async def agenerate(
-        self,
-        prompt: str,
-        *,
-        max_output_tokens: int = 128,
-        temperature: float = 0.0,
-        seed: int | None = None,
-        thinking_budget: int | None = None,
-    ) -> str:
-        params = GenerationParams(max_output_tokens, temperature, seed, thinking_budget)
+    async def agenerate(self, prompt: str, **params) -> str:
+        gen = GenerationParams(**params)
 
         async def attempt() -> str:
             async with self.limits.concurrency:
                 if self.limits.rate is not None:
                     await self.limits.rate.aacquire()
                 self.calls += 1
-                return await self._acall_once(prompt, params)
+                return await self._acall_once(prompt, gen)
 
         return await self.limits.retry.acall(attempt)

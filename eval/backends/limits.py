@@ -148,6 +148,27 @@ class FatalBackendError(BackendError):
     """Every call would fail the same way (bad credentials, unknown model): stop the run instead."""
 
 
+def call_or_error(fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> tuple[Any, BackendError | None]:
+    """`fn(*args, **kwargs)` -> (its result, None), or (None, the BackendError it raised): a failed call becomes
+    an error row. A FatalBackendError is raised on, to stop the run."""
+    try:
+        return fn(*args, **kwargs), None
+    except FatalBackendError:
+        raise
+    except BackendError as exc:
+        return None, exc
+
+
+async def acall_or_error(call: Awaitable[Any]) -> tuple[Any, BackendError | None]:
+    """The async `call_or_error`: awaits `call` (e.g. `backend.agenerate(...)`)."""
+    try:
+        return await call, None
+    except FatalBackendError:
+        raise
+    except BackendError as exc:
+        return None, exc
+
+
 _DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)s\s*$")
 
 

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from eval.backends import Backend, BackendError, FatalBackendError
+from eval.backends import Backend, BackendError, FatalBackendError, acall_or_error, call_or_error
 
 from .data import Item
 from .idk import is_idk
@@ -177,8 +177,11 @@ class Runner:
             "error": error, "judge": judged, "latency_s": round(latency, 4), "extra": item.extra,
         }
 
-    def _grade(self, item: Item, t: float, pred: str, start: float):
-        """The finished record when no judge call is needed (an IDK, or an unknown_ok item), else None."""
+    def _grade(self, item: Item, t: float, pred: str | None, error: BackendError | None, start: float):
+        """The finished record when no judge call is needed (a failed generation, an IDK, or an unknown_ok
+        item), else None."""
+        if error is not None:
+            return self._record(item, t, "", error=str(error), latency=time.perf_counter() - start)
         abstained = is_idk(pred)
         if abstained or item.unknown_ok:
             # unknown_ok items are right only as IDK and never reach the judge
@@ -187,43 +190,28 @@ class Runner:
                                 latency=time.perf_counter() - start)
         return None
 
+    def _judged(self, item: Item, t: float, pred: str, verdict, error: BackendError | None, start: float) -> dict:
+        """The finished record once the judge has answered `verdict` = (correct, judged), or failed."""
+        if error is not None:
+            return self._record(item, t, pred, error=f"judge: {error}", latency=time.perf_counter() - start)
+        correct, judged = verdict
+        return self._record(item, t, pred, correct=correct, judged=judged, latency=time.perf_counter() - start)
+
     def evaluate(self, item: Item, t: float) -> dict:
         start = time.perf_counter()
-        try:
-            pred = self.backend.generate(build_prompt(item.question, t), **self.gen_kwargs)
-        except FatalBackendError:
-            raise
-        except BackendError as exc:
-            return self._record(item, t, "", error=str(exc), latency=time.perf_counter() - start)
-        rec = self._grade(item, t, pred, start)
+        pred, error = call_or_error(self.backend.generate, build_prompt(item.question, t), **self.gen_kwargs)
+        rec = self._grade(item, t, pred, error, start)
         if rec is not None:
             return rec
-        try:
-            correct, judged = self.judge.judge(item, pred)
-        except FatalBackendError:
-            raise
-        except BackendError as exc:
-            return self._record(item, t, pred, error=f"judge: {exc}", latency=time.perf_counter() - start)
-        return self._record(item, t, pred, correct=correct, judged=judged, latency=time.perf_counter() - start)
+        return self._judged(item, t, pred, *call_or_error(self.judge.judge, item, pred), start)
 
     async def aevaluate(self, item: Item, t: float) -> dict:
         start = time.perf_counter()
-        try:
-            pred = await self.backend.agenerate(build_prompt(item.question, t), **self.gen_kwargs)
-        except FatalBackendError:
-            raise
-        except BackendError as exc:
-            return self._record(item, t, "", error=str(exc), latency=time.perf_counter() - start)
-        rec = self._grade(item, t, pred, start)
+        pred, error = await acall_or_error(self.backend.agenerate(build_prompt(item.question, t), **self.gen_kwargs))
+        rec = self._grade(item, t, pred, error, start)
         if rec is not None:
             return rec
-        try:
-            correct, judged = await self.judge.ajudge(item, pred)
-        except FatalBackendError:
-            raise
-        except BackendError as exc:
-            return self._record(item, t, pred, error=f"judge: {exc}", latency=time.perf_counter() - start)
-        return self._record(item, t, pred, correct=correct, judged=judged, latency=time.perf_counter() - start)
+        return self._judged(item, t, pred, *await acall_or_error(self.judge.ajudge(item, pred)), start)
 
     # -- the whole run -------------------------------------------------------------------------
     def prepare(self, items: Sequence[Item], thresholds: Sequence[float]):

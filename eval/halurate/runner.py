@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from eval.backends import Backend, BackendError, FatalBackendError
+from eval.backends import Backend, BackendError, acall_or_error, call_or_error
 from eval.gemhall.runner import ResultLog, ResumeError, check_fingerprint
 from inference.detect import HaluGate
 
@@ -154,7 +154,8 @@ class Runner:
     def _prompt(self, e: dict) -> str:
         return build_prompt(e["context"], e["question"], e["task_type"], self.prompt_template)
 
-    def _generated(self, e: dict, text: str | None, error: str | None, latency: float) -> None:
+    def _generated(self, e: dict, text: str | None, exc: BackendError | None, latency: float) -> None:
+        error = None if exc is None else str(exc)
         e["generation"] = {"latency_s": round(latency, 3), "error": error}
         e["answer"] = None if error else (text or "")
         e["verdict"] = verdict_of(e)
@@ -163,24 +164,14 @@ class Runner:
     def _generate_sync(self, pending: list[dict], bar) -> None:
         for e in pending:
             start = time.perf_counter()
-            try:
-                text, error = self.backend.generate(self._prompt(e), **self.gen_kwargs), None
-            except FatalBackendError:
-                raise
-            except BackendError as exc:
-                text, error = None, str(exc)
+            text, error = call_or_error(self.backend.generate, self._prompt(e), **self.gen_kwargs)
             self._generated(e, text, error, time.perf_counter() - start)
             bar.update(1)
 
     async def _generate_async(self, pending: list[dict], bar) -> None:
         async def one(e: dict) -> None:
             start = time.perf_counter()
-            try:
-                text, error = await self.backend.agenerate(self._prompt(e), **self.gen_kwargs), None
-            except FatalBackendError:
-                raise
-            except BackendError as exc:
-                text, error = None, str(exc)
+            text, error = await acall_or_error(self.backend.agenerate(self._prompt(e), **self.gen_kwargs))
             self._generated(e, text, error, time.perf_counter() - start)
             bar.update(1)
 

@@ -67,6 +67,18 @@ def _strip_end(s: str) -> str:
     return s.strip().rstrip("?.! ").strip()
 
 
+def _with_preamble(text, rng, preambles, codas, label):
+    """`text` between a random preamble and coda (the *_preamble rewrites); None for a pasted document."""
+    if prompt_style(text) == "document":
+        return None
+    return f"{rng.choice(preambles)} {text.strip()} {rng.choice(codas)}", label
+
+
+def _with_persona(text, rng, personas, label):
+    """`text` after a random persona line (the *_persona rewrites)."""
+    return f"{rng.choice(personas)} {text.strip()}", label
+
+
 _ENTITY_RE = re.compile(r"^(what|who)\s+(is|are|was|were)\s+(.+?)\s*\?*$", re.IGNORECASE)
 
 
@@ -126,9 +138,7 @@ _POS_CODAS = ["Please be precise.", "Keep it short.", "Cite the key facts.", "Th
 
 
 def pos_preamble(text, rng, ctx):
-    if prompt_style(text) == "document":
-        return None
-    return f"{rng.choice(_POS_PREAMBLES)} {text.strip()} {rng.choice(_POS_CODAS)}", POS
+    return _with_preamble(text, rng, _POS_PREAMBLES, _POS_CODAS, POS)
 
 
 _POS_PERSONAS = ["You are a knowledgeable librarian.", "You are a helpful assistant that answers accurately.",
@@ -137,7 +147,7 @@ _POS_PERSONAS = ["You are a knowledgeable librarian.", "You are a helpful assist
 
 
 def pos_persona(text, rng, ctx):
-    return f"{rng.choice(_POS_PERSONAS)} {text.strip()}", POS
+    return _with_persona(text, rng, _POS_PERSONAS, POS)
 
 
 def pos_document(text, rng, ctx):
@@ -190,9 +200,7 @@ _NEG_CODAS = ["Have fun with it.", "Keep it under 200 words.", "Be creative!", "
 
 
 def neg_preamble(text, rng, ctx):
-    if prompt_style(text) == "document":
-        return None
-    return f"{rng.choice(_NEG_PREAMBLES)} {text.strip()} {rng.choice(_NEG_CODAS)}", NEG
+    return _with_preamble(text, rng, _NEG_PREAMBLES, _NEG_CODAS, NEG)
 
 
 _NEG_PERSONAS = ["You are a pirate captain; stay in character.", "Pretend you are a medieval bard.",
@@ -201,7 +209,7 @@ _NEG_PERSONAS = ["You are a pirate captain; stay in character.", "Pretend you ar
 
 
 def neg_persona(text, rng, ctx):
-    return f"{rng.choice(_NEG_PERSONAS)} {text.strip()}", NEG
+    return _with_persona(text, rng, _NEG_PERSONAS, NEG)
 
 
 _DOC_TASKS = [
