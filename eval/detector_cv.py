@@ -191,6 +191,19 @@ def write_cv_report(path: Path, result: dict) -> None:
     path.write_text("\n".join(lines), encoding="utf-8")
 
 
+def cv_records(config: str, data_dir, source: str, k: int):
+    """(records, fold of each source group, group_key) exactly as run_cv folds them (same recipe and seed): for
+    evaluations that re-score the fold models (scripts/bench_windows.py, eval.detector_nli)."""
+    from training.cli import resolve_config_file
+    from training.data.base import resolve_data_dir
+    from training.detector import DetectorConfig, group_key, load_mixture
+
+    cfg = resolve_config_file(DetectorConfig, config, [], data_dir)
+    records, _ = load_mixture(cfg, resolve_data_dir(cfg.run.data_dir), SpanDataReport())
+    folded = [r for r in records if r["source"] == source]
+    return folded, fold_of_sources(folded, k, cfg.run.seed), group_key
+
+
 def run_cv(config: str, k: int, out: Path, data_dir=None, source: str = "ragtruth_test_subset",
            folds: list[int] | None = None, overrides: list[str] | None = None, command: str = "",
            recalibrate: bool = False) -> dict:

@@ -24,11 +24,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from eval.detector_cv import fold_of_sources
-from training.cli import resolve_config_file
-from training.data.base import resolve_data_dir
-from training.data.spans import SpanDataReport
-from training.detector import DetectorConfig, group_key, load_mixture
+from eval.detector_cv import cv_records
 from training.detector_scoring import metrics_of, predict, runtime_gate
 
 
@@ -38,14 +34,6 @@ def parse_plans(text: str) -> list[tuple[int, int]]:
         overlap, _, k = part.partition(":")
         plans.append((int(overlap), int(k or 0)))
     return plans
-
-
-def fold_records(config: str, data_dir: str | None, source: str, k: int) -> tuple[list[dict], dict]:
-    """The records and fold assignment of eval.detector --cv (same recipe, same seed)."""
-    cfg = resolve_config_file(DetectorConfig, config, [], data_dir)
-    records, _ = load_mixture(cfg, resolve_data_dir(cfg.run.data_dir), SpanDataReport())
-    folded = [r for r in records if r["source"] == source]
-    return folded, fold_of_sources(folded, k, cfg.run.seed)
 
 
 def main(argv=None) -> int:
@@ -64,7 +52,7 @@ def main(argv=None) -> int:
     if not folds:
         raise SystemExit(f"error: {cv_dir}: no fold-*/model.safetensors (run eval.detector --cv first)")
     k_folds = json.loads((cv_dir / "metrics.json").read_text())["k"] if (cv_dir / "metrics.json").is_file() else 5
-    records, assignment = fold_records(args.config, args.data_dir, args.source, k_folds)
+    records, assignment, group_key = cv_records(args.config, args.data_dir, args.source, k_folds)
     rows = {plan: {"folds": [], "windows": 0, "seconds": 0.0} for plan in plans}
     for fold_dir in folds:
         k = int(fold_dir.name.split("-")[1])
