@@ -55,5 +55,5 @@ def test_cross_fit_uses_other_folds_and_learns_the_nli_signal():
     det = cross_fit(folds, "detector", DetectorSettings())
     both = cross_fit(folds, "detector+nli", DetectorSettings())
     assert [f["fold"] for f in both] == [0, 1, 2]
-    span_f1 = lambda rows: np.mean([r["levels"]["span"]["overall"]["f1"] for r in rows])  # noqa: E731
+    span_f1 = lambda rows: np.mean([r["levels"]["span"]["overall"]["f1"] for r in rows])
     assert span_f1(both) > 0.9 > span_f1(det)
