@@ -225,17 +225,14 @@ def run_max_length(run_dir: Path, model, override: int | None) -> int:
 # ---- parity inputs -------------------------------------------------------------------------------------------
 
 def _record_inputs(rec: dict, where: str) -> tuple[str, ...]:
-    if "text" in rec:
-        return (rec["text"],)
-    if "premise" in rec and "hypothesis" in rec:
-        return (rec["premise"], rec["hypothesis"])
-    if "answer" in rec and "context" in rec:
-        # Detector layout: (context + question) as the first segment, the answer as the second. The exact
-        # template does not matter for parity; realistic lengths and vocabulary do.
-        first = rec["context"] if not rec.get("question") else f"{rec['context']}\n{rec['question']}"
-        return (first, rec["answer"])
-    raise ExportError(f"{where}: record has none of the fields text | premise+hypothesis | "
-                      f"context+question+answer (keys: {', '.join(sorted(rec))})")
+    """The model's input texts of a test/parity record (training.data.records knows the three kinds)."""
+    from training.data.base import DataError
+    from training.data.records import typed
+
+    try:
+        return typed(rec, where).model_inputs()
+    except DataError as exc:
+        raise ExportError(str(exc)) from None
 
 
 def parity_examples(run_dir: Path, n: int, seed: int = 0) -> tuple[list[tuple[str, ...]], str]:
