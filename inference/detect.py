@@ -29,7 +29,7 @@ from typing import Any
 
 from inference.actions import apply_actions
 from inference.config import ConfigError, apply_overrides, from_dict, to_dict
-from inference.detector_stage import Calibration, DetectorJob, DetectorScores, score_answers
+from inference.detector_stage import Calibration, DetectorJob, DetectorScores, effective, score_answers
 from inference.labels import DETECTOR_LABELS
 from inference.messages import DetectInput, InputError, parse_input
 from inference.result import STAGES, Result, Span
@@ -222,6 +222,13 @@ class HaluGate:
         configured = self.settings.hallucination_mitigation.hallucination_model.max_length
         return min(configured, detector.max_length) if configured else detector.max_length
 
+    def max_windows(self) -> int:
+        """Windows per answer: `max_windows` only under `min` window aggregation, where dropping a window can only
+        raise a token's probability (no flag is lost); under `max` every window is read."""
+        hm = self.settings.hallucination_mitigation.hallucination_model
+        _, aggregation, _ = effective(hm, self.detector_calibration)
+        return hm.max_windows if aggregation == "min" else 0
+
     @staticmethod
     def _special(runner: ClassifierRunner) -> SpecialTokens | None:
         tok = getattr(runner, "tok", None)
@@ -251,6 +258,7 @@ class HaluGate:
         m = self.settings.hallucination_mitigation
         items = [_Item(parse_input(x, where(i)), Result()) for i, x in enumerate(raw)]
         detector = self.runners["detector"]
+        max_windows = self.max_windows()
         for i, it in enumerate(items):
             it.context = join_documents(it.data.context)
             if detector is not None and m.enabled and it.context and it.data.answer.strip():
@@ -259,7 +267,7 @@ class HaluGate:
                     max_length=self._detector_max_length(), overlap=m.hallucination_model.window_overlap,
                     max_context_tokens=m.hallucination_model.max_context_tokens,
                     task_type=self.task_type(it.data), special_tokens=self._special(detector), where=where(i),
-                    max_windows=m.hallucination_model.max_windows)
+                    max_windows=max_windows)
                 it.result.context_tokens = it.windows[0].context_tokens
         return items
 

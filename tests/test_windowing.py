@@ -51,3 +51,21 @@ def test_detector_windows_applies_max_windows_and_limits(hf_tok):
     with pytest.raises(InputTooLongError, match="max_context_tokens"):
         detector_windows(hf_tok, ctx, None, ANSWER, max_length=96, overlap=8, max_context_tokens=100,
                          task_type="QA", max_windows=3)
+
+
+def test_max_windows_applies_only_under_min_aggregation(minilm_dir):
+    from detect_helpers import fakes
+
+    from inference.config import apply_overrides, from_dict
+    from inference.detect import HaluGate
+    from inference.settings import InferenceSettings
+
+    def gate(aggregation):
+        data = apply_overrides({}, ["hallucination_mitigation.hallucination_model.max_length=96",
+                                    "hallucination_mitigation.hallucination_model.max_windows=2",
+                                    f"hallucination_mitigation.hallucination_model.window_aggregation={aggregation}"])
+        return HaluGate(from_dict(InferenceSettings, data, "<test>"), **fakes(minilm_dir))
+
+    x = {"context": _context(), "question": "When was it built?", "answer": ANSWER}
+    assert gate("min").detect(**x).detector_windows == 2
+    assert gate("max").detect(**x).detector_windows > 2  # max: a dropped window could have lost a flag
