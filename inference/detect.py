@@ -226,8 +226,9 @@ class HaluGate:
         """Windows per answer: `max_windows` only under `min` window aggregation, where dropping a window can only
         raise a token's probability (no flag is lost); under `max` every window is read."""
         hm = self.settings.hallucination_mitigation.hallucination_model
-        _, aggregation, _ = effective(hm, self.detector_calibration)
-        return hm.max_windows if aggregation == "min" else 0
+        _, aggregation, combiner = effective(hm, self.detector_calibration)
+        monotone = combiner is None or dict(zip(combiner.features, combiner.coef)).get("model_logit", 0.0) > 0
+        return hm.max_windows if aggregation == "min" and monotone else 0
 
     @staticmethod
     def _special(runner: ClassifierRunner) -> SpecialTokens | None:
