@@ -84,7 +84,8 @@ class DetectorSettings(ModelSettings):
     max_length: int = 0                    # tokens per window; 0 = the model's position limit
     window_overlap: int = 32               # at least this many context tokens shared by consecutive windows
                                            # (the fewest windows that allow it, spread evenly)
-    max_windows: int = 0                   # > 0: only the windows sharing the most words with the answer
+    max_windows: int = 4                   # > 0: only the windows sharing the most words with the answer
+                                           # (under min aggregation only: HaluGate.max_windows); 0 = all
     window_aggregation: Literal["max", "min"] = "max"  # per answer token across windows
     max_context_tokens: int = 16384        # hard limit: longer contexts are refused with an error
     use_model_calibration: bool = True     # the model's detector.json (threshold, aggregation, grounding
