@@ -166,7 +166,7 @@ def write_report(path: Path, result: dict) -> None:
             *((f"{s}, cross-fitted combiner", result["summary"][s]) for s in SCORERS)]
     lines = ["# The Explainer as a second opinion (cross-validated)", "",
              f"Command: `{result['command']}`", "",
-             (f"{result['n_records']} responses in {len(result['folds'])} folds grouped by source; Explainer "
+             (f"{result['n_scored']} of {result['n_records']} responses: folds {result['folds']} (grouped by source); Explainer "
              f"`{result['explainer']}`; hardware: {result['hardware']}; {result['seconds']:.0f} s."), "",
              "| scorer | example F1 | span F1 | token F1 | AUROC QA | AUROC Summary | AUROC Data2txt |",
              "|---|---|---|---|---|---|---|"]
@@ -191,6 +191,8 @@ def main(argv=None) -> int:
     p.add_argument("--backend", choices=["onnx", "torch"], default="onnx")
     p.add_argument("--data-dir", help="default $HALUGATE_DATA_DIR")
     p.add_argument("--source", default="ragtruth_test_subset")
+    p.add_argument("--folds", type=int, nargs="*", help="only these folds (at least 2; the combiners of each are "
+                   "fitted on the others given)")
     p.add_argument("--out", required=True)
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", datefmt="%H:%M:%S")
@@ -198,12 +200,14 @@ def main(argv=None) -> int:
 
     started = time.time()
     cv_dir, out = Path(args.cv_dir), Path(args.out)
-    fold_dirs = sorted(d for d in cv_dir.glob("fold-*") if (d / "model.safetensors").is_file())
+    fold_dirs = sorted(d for d in cv_dir.glob("fold-*") if (d / "model.safetensors").is_file()
+                       and (args.folds is None or int(d.name.split("-")[1]) in args.folds))
     if not fold_dirs:
         print(f"error: {cv_dir}: no fold-*/model.safetensors (run eval.detector --cv first)", file=sys.stderr)
         return 2
     out.mkdir(parents=True, exist_ok=True)
-    records, assignment, group_key = cv_records(args.config, args.data_dir, args.source, len(fold_dirs))
+    k_folds = json.loads((cv_dir / "metrics.json").read_text())["k"] if (cv_dir / "metrics.json").is_file() else 5
+    records, assignment, group_key = cv_records(args.config, args.data_dir, args.source, k_folds)
     explainer = load_runner(args.explainer, "sequence", args.backend)
     es, hm = ExplainerSettings(), DetectorSettings()
     folds = []
@@ -217,6 +221,7 @@ def main(argv=None) -> int:
         nli = [sentence_nli(explainer, r, pr.scores.answer_offsets, es) if pr.scores is not None else None
                for r, pr in zip(test, preds)]
         folds.append(FoldData(k, test, preds, fm, nli))
+        print(f"[nli] fold {k}: {len(test)} answers scored, NLI on their sentences done", flush=True)
         log.info("fold %d: %d records scored, NLI done", k, len(test))
     summary = {"detector_fold_calibration": summarize([{"levels": f.fold_metrics["levels"],
                                                          "auroc": f.fold_metrics["auroc"]} for f in folds])}
@@ -226,6 +231,7 @@ def main(argv=None) -> int:
         summary[scorer] = summarize(per_scorer[scorer])
     result = {"command": " ".join(["python -m eval.detector_nli", *(argv or sys.argv[1:])]),
               "explainer": str(args.explainer), "n_records": len(records), "folds": [f.fold for f in folds],
+              "n_scored": sum(len(f.records) for f in folds),
               "hardware": hardware(), "seconds": round(time.time() - started, 1), "summary": summary,
               "per_fold": per_scorer}
     (out / "metrics.json").write_text(json.dumps(result, indent=2) + "\n")
