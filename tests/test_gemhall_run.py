@@ -309,9 +309,12 @@ def test_killed_process_resumes_without_redoing_finished_pairs(tmp_path):
     def answer(request):
         return pair_of(request.prompt)[0][1:]
 
-    with OpenAIEmulator(answer, latency=0.05) as server:
+    # Slow replies, two at a time: the run cannot finish all 20 pairs before the signal lands, even on a
+    # loaded machine (at 0.05 s and the default concurrency it sometimes did, and exited 0).
+    with OpenAIEmulator(answer, latency=0.3) as server:
         argv = [sys.executable, "-m", "eval.gemhall", "run", "--data", str(data), "--thresholds", "0.5", "0.9",
-                "--backend", "openai", "--model", "m", "--base-url", server.url + "/v1", "--out", str(out)]
+                "--backend", "openai", "--model", "m", "--base-url", server.url + "/v1", "--out", str(out),
+                "--concurrency", "2"]
         env = {**os.environ, "PYTHONPATH": str(REPO)}
         for sig in (signal.SIGINT, signal.SIGKILL):  # Ctrl-C, then a hard kill
             before = _count_lines(log)
