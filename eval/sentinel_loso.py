@@ -108,9 +108,13 @@ def run(argv=None) -> int:
     from training.sentinel import make_post_eval
 
     out_root.mkdir(parents=True, exist_ok=True)
-    results: dict = {}
-    started = time.time()
+    results, seconds_before = finished_folds(out_root, cfg, by)
+    if results:
+        print(f"resuming: {len(results)} finished fold(s) kept from {out_root}/metrics.json ({', '.join(results)})")
+    started = time.time() - seconds_before  # total_seconds counts the earlier, interrupted runs too
     for fold in folds:
+        if fold.name in results:
+            continue
         fcfg = copy.deepcopy(cfg)
         fcfg.run.output_dir = str(out_root / fold.name)
         if loso.epochs is not None:
@@ -135,6 +139,24 @@ def run(argv=None) -> int:
         write_outputs(out_root, cfg, by, results, time.time() - started, hardware())
     print(f"leave-one-{by}-out: {len(results)} folds -> {out_root}/metrics.json, report.md")
     return 0
+
+
+def finished_folds(out_root: Path, cfg, by: str) -> tuple[dict, float]:
+    """Folds of an earlier run of the same recipe (same resolved config and grouping) in out_root: a rerun after
+    an interruption trains only the folds that are missing. A changed config starts over."""
+    from inference.config import to_dict
+
+    path = out_root / "metrics.json"
+    if not path.exists():
+        return {}, 0.0
+    try:
+        old = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError:
+        return {}, 0.0
+    if old.get("by") != by or old.get("config") != json.loads(json.dumps(to_dict(cfg))):
+        log.warning("%s is from another config or grouping: its folds are not reused", path)
+        return {}, 0.0
+    return dict(old.get("folds", {})), float(old.get("total_seconds", 0.0))
 
 
 def fold_result(fold, metrics: dict, seconds: float) -> dict:

@@ -461,6 +461,15 @@ def test_training_calibrates_and_scores_ood_then_loso_runs(tmp_path, tiny_bert_d
     assert "0.5" in res["mean"] and "| **mean (0.5)** |" in (out / "report.md").read_text()
     assert not list((out / "nq_open").glob("*.safetensors"))               # weights dropped (keep_models: false)
 
+    # an interrupted run resumes: finished folds are kept, the missing one is trained again
+    del res["folds"]["creative"]
+    (out / "metrics.json").write_text(json.dumps(res))
+    (out / "creative").rename(out / "creative-old")
+    assert loso_main(["--config", str(cfg), "--data-dir", str(data), "--max-steps", "1", "--out", str(out)]) == 0
+    again = json.loads((out / "metrics.json").read_text())
+    assert set(again["folds"]) == set(res["folds"]) | {"creative"} and (out / "creative").is_dir()
+    assert again["folds"]["nq_open"] == res["folds"]["nq_open"]
+
 
 @pytest.mark.slow
 def test_tiny_mpnet_trains_with_lora_exports_and_runs(tmp_path):

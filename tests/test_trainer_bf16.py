@@ -44,3 +44,25 @@ def test_bf16_autocast_loss_matches_fp32_over_a_few_steps(tiny_bert_dir):
     assert fp32[-1] < fp32[0]  # it learns
     for a, b in zip(fp32, bf16):
         assert b == pytest.approx(a, rel=0.03)
+
+
+@pytest.mark.slow
+def test_predict_keeps_the_record_order_under_length_grouping(tiny_bert_dir, tmp_path):
+    """group_by_length must group training batches only: transformers also length-groups (and shuffles)
+    evaluation batches, which silently paired the Sentinel's dev logits with other records' labels and sources
+    (its calibrated threshold came out at 0.0002)."""
+    from datasets import Dataset
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer, TrainingArguments
+
+    from training.trainer import _weighted_trainer_cls
+
+    tok = AutoTokenizer.from_pretrained(tiny_bert_dir)
+    texts = [" ".join(["word"] * (1 + (i * 7) % 37)) for i in range(64)]  # lengths out of order
+    ds = Dataset.from_dict({"text": texts, "labels": [i % 3 % 2 for i in range(64)]})
+    ds = ds.map(lambda b: tok(b["text"], truncation=True, max_length=64), batched=True, remove_columns=["text"])
+    args = TrainingArguments(output_dir=str(tmp_path), per_device_eval_batch_size=4, group_by_length=True,
+                             report_to=[], use_cpu=True)
+    model = AutoModelForSequenceClassification.from_pretrained(tiny_bert_dir, num_labels=2)
+    trainer = _weighted_trainer_cls()(model=model, args=args, processing_class=tok)
+    pred = trainer.predict(ds)
+    assert pred.label_ids.tolist() == ds["labels"]

@@ -157,6 +157,9 @@ def to_model_text(records: list[dict]) -> list[dict]:
 
 # ---- calibration ---------------------------------------------------------------------------------------------------
 
+TEST_PREDICTIONS_FILE = "test_predictions.jsonl"
+
+
 def positive_probs(logits) -> np.ndarray:
     logits = np.asarray(logits, dtype=np.float64)
     z = logits - logits.max(axis=-1, keepdims=True)
@@ -218,6 +221,11 @@ def make_post_eval(cfg: SentinelConfig, ood: dict[str, list[dict]] | None = None
                      threshold, cal["dev"]["recall"], cal["dev"]["precision"], cal["test"]["recall"],
                      cal["test"]["precision"])
         thresholds = {"0.5": 0.5, **({"calibrated": threshold} if threshold is not None else {})}
+        # per-record probabilities: eval.sentinel_loso pools the held-out groups' ones (a threshold from data the
+        # model's sources did not include)
+        with open(out / TEST_PREDICTIONS_FILE, "w", encoding="utf-8") as fh:
+            fh.writelines(json.dumps({"source": r["source"], "label": int(r["label"]), "p_fact": round(float(p), 6)})
+                          + "\n" for r, p in zip(test_recs, test_p))
         result["test_by_threshold"] = {k: binary_stats(test_y, test_p, t) for k, t in thresholds.items()}
         result["test_per_source"] = {k: per_source_stats(test_recs, test_p, t) for k, t in thresholds.items()}
         if ood:

@@ -105,6 +105,14 @@ def _weighted_trainer_cls():
                 )
             return (loss, outputs) if return_outputs else loss
 
+        def _get_eval_sampler(self, eval_dataset):
+            # With group_by_length, transformers also length-groups evaluation and predict() batches, in a random
+            # order: the logits then no longer line up with the caller's records (their sources, labels, texts).
+            # Evaluation keeps the dataset's order; callers sort by length themselves where padding matters.
+            if eval_dataset is None or not hasattr(eval_dataset, "__len__"):
+                return None
+            return torch.utils.data.SequentialSampler(eval_dataset)
+
     return WeightedTrainer
 
 
