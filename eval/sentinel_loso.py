@@ -38,6 +38,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--only", nargs="+", help="groups to run (overrides loso.only)")
     p.add_argument("--out", help="output dir (overrides loso.output_dir)")
     p.add_argument("--dry-run", action="store_true", help="print the folds and their counts; train nothing")
+    p.add_argument("--apply-to", metavar="RUN_DIR",
+                   help="write the threshold calibrated on the pooled held-out groups into RUN_DIR/sentinel.json "
+                        "(the model trained on every group; training.export copies it into the export)")
     return p.parse_args(argv)
 
 
@@ -137,8 +140,54 @@ def run(argv=None) -> int:
         if not loso.keep_models:
             _drop_weights(Path(fcfg.run.output_dir))
         write_outputs(out_root, cfg, by, results, time.time() - started, hardware())
+    write_outputs(out_root, cfg, by, results, time.time() - started, hardware())
     print(f"leave-one-{by}-out: {len(results)} folds -> {out_root}/metrics.json, report.md")
+    if args.apply_to:
+        pooled = pooled_heldout(out_root, list(results), cfg.calibration.min_recall)
+        if not pooled or "calibrated" not in pooled:
+            print(f"error: --apply-to: no pooled held-out predictions with fact-seeking prompts in {out_root}",
+                  file=sys.stderr)
+            return 2
+        apply_threshold(Path(args.apply_to), pooled, out_root)
     return 0
+
+
+def pooled_heldout(out_root: Path, folds: list[str], min_recall: float) -> dict | None:
+    """Every fold's held-out predictions together (each made by a model that never saw that group): figures at
+    0.5 and at the highest threshold with recall >= min_recall on the pooled fact-seeking prompts. This is a
+    threshold chosen on sources the model was not trained on, unlike the dev split of training.sentinel."""
+    from training.sentinel import TEST_PREDICTIONS_FILE, binary_stats, calibrate_threshold
+
+    rows = []
+    for name in folds:
+        path = out_root / name / TEST_PREDICTIONS_FILE
+        if not path.is_file():
+            return None
+        rows += [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    labels, probs = [r["label"] for r in rows], [r["p_fact"] for r in rows]
+    t = calibrate_threshold(labels, probs, min_recall)
+    out = {"n": len(rows), "min_recall": min_recall, "0.5": binary_stats(labels, probs, 0.5)}
+    if t is not None:
+        out["calibrated"] = binary_stats(labels, probs, t)
+    return out
+
+
+def apply_threshold(run_dir: Path, pooled: dict, out_root: Path) -> None:
+    """Replace RUN_DIR/sentinel.json's calibration by the pooled held-out one (the dev-split one is kept beside
+    it as `dev_calibration`)."""
+    from inference.calibration import SENTINEL_CALIBRATION_FILE
+    from inference.labels import SENTINEL_LABELS
+
+    path = run_dir / SENTINEL_CALIBRATION_FILE
+    old = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    cal = pooled["calibrated"]
+    data = {"calibration": {"threshold": cal["threshold"], "label": SENTINEL_LABELS[1],
+                            "target": f"recall >= {pooled['min_recall']} on the pooled held-out fact-seeking prompts "
+                                      f"of leave-one-group-out ({out_root})",
+                            "heldout": cal},
+            **({"dev_calibration": old["calibration"]} if "calibration" in old else {})}
+    path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    print(f"threshold {cal['threshold']} -> {path}")
 
 
 def finished_folds(out_root: Path, cfg, by: str) -> tuple[dict, float]:
@@ -187,7 +236,8 @@ def write_outputs(out_root: Path, cfg, by: str, results: dict, seconds: float, h
     from inference.config import to_dict
 
     summary = summarize(results)
-    data = {"by": by, "mean": summary, "folds": results, "total_seconds": round(seconds, 1), "hardware": hw,
+    data = {"by": by, "mean": summary,
+            "pooled": pooled_heldout(out_root, list(results), cfg.calibration.min_recall), "folds": results, "total_seconds": round(seconds, 1), "hardware": hw,
             "base_model": cfg.model.base_model, "config": to_dict(cfg)}
     (out_root / "metrics.json").write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     (out_root / "report.md").write_text(report_markdown(data), encoding="utf-8")
@@ -213,6 +263,17 @@ def report_markdown(data: dict) -> str:
     for key, s in data["mean"].items():
         lines.append(f"| **mean ({key})** | | | | {'**' + _fmt(s['mean']) + '**' if key == '0.5' else ''} | "
                      f"{'**' + _fmt(s['mean']) + '**' if key == 'calibrated' else ''} | | | |")
+    pooled = data.get("pooled")
+    if pooled:
+        lines += ["", f"## Pooled held-out predictions ({pooled['n']} prompts of every held-out group)", "",
+                  "| threshold | recall (fact-seeking) | specificity (others) | precision | accuracy |",
+                  "|---|---|---|---|---|"]
+        for key in ("0.5", "calibrated"):
+            if key in pooled:
+                st = pooled[key]
+                name = f"{st['threshold']:.4g}" + (f" (recall >= {pooled['min_recall']})" if key == "calibrated" else "")
+                lines.append(f"| {name} | {_fmt(st['recall'])} | {_fmt(st['specificity'])} | {_fmt(st['precision'])} | "
+                             f"{_fmt(st['accuracy'])} |")
     ood_rows = [(name, src, k, st) for name, r in data["folds"].items() for src, by_t in r.get("ood", {}).items()
                 for k, st in by_t.items()]
     if ood_rows:

@@ -469,6 +469,14 @@ def test_training_calibrates_and_scores_ood_then_loso_runs(tmp_path, tiny_bert_d
     again = json.loads((out / "metrics.json").read_text())
     assert set(again["folds"]) == set(res["folds"]) | {"creative"} and (out / "creative").is_dir()
     assert again["folds"]["nq_open"] == res["folds"]["nq_open"]
+    # the held-out groups' predictions pooled: a threshold from sources the fold models never saw
+    pooled = again["pooled"]
+    assert pooled["n"] == sum(f["heldout_size"] for f in again["folds"].values())
+    assert pooled["calibrated"]["recall"] >= 0.9 and "## Pooled held-out" in (out / "report.md").read_text()
+    assert loso_main(["--config", str(cfg), "--data-dir", str(data), "--max-steps", "1", "--out", str(out),
+                     "--apply-to", str(run)]) == 0
+    assert read_sentinel_threshold(run) == pooled["calibrated"]["threshold"]
+    assert json.loads((run / "sentinel.json").read_text())["dev_calibration"]["threshold"] == t
 
 
 @pytest.mark.slow
