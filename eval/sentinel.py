@@ -11,10 +11,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from pathlib import Path
 
 from inference.formatting import sentinel_text
 from inference.labels import SENTINEL_LABELS
+from training.hardware import hardware
 from training.metrics import classification_metrics
 
 EPILOG = """\
@@ -79,7 +81,7 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
 
     from training.data.base import DataError
-    from training.predict import predict_proba
+    from training.predict import load_classifier, predict_proba
 
     model_dir = Path(args.model)
     try:
@@ -92,18 +94,24 @@ def main(argv=None) -> int:
     except DataError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    load_classifier(str(model_dir), "auto")  # cached (same key as predict_proba): the timing is inference only
+    started = time.perf_counter()
     probs = predict_proba(str(model_dir), [sentinel_text(r["text"]) for r in records],
                           batch_size=args.batch_size, max_length=args.max_length)
+    seconds = time.perf_counter() - started
     y_pred = (probs[:, 1] > args.threshold).astype(int)
     metrics = classification_metrics([int(r["label"]) for r in records], y_pred, SENTINEL_LABELS,
                                      groups=[r["source"] for r in records])
-    metrics.update({"model": str(model_dir), "data": specs, "threshold": args.threshold})
+    metrics.update({"model": str(model_dir), "data": specs, "threshold": args.threshold,
+                    "seconds": round(seconds, 2), "ms_per_prompt": round(1000 * seconds / len(records), 2),
+                    "batch_size": args.batch_size, "hardware": hardware()})
     out = Path(args.out) if args.out else model_dir / "eval"
     out.mkdir(parents=True, exist_ok=True)
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
     with open(out / "predictions.jsonl", "w", encoding="utf-8") as fh:
         fh.writelines(json.dumps({**r, "p_fact_check_needed": round(float(pr), 6)}, ensure_ascii=False) + "\n" for r, pr in zip(records, probs[:, 1]))
-    print(f"accuracy {metrics['accuracy']:.4f}  macro-F1 {metrics['macro_f1']:.4f}  n={metrics['n']}  -> {out}")
+    print(f"accuracy {metrics['accuracy']:.4f}  macro-F1 {metrics['macro_f1']:.4f}  n={metrics['n']}  "
+          f"({metrics['ms_per_prompt']:.1f} ms/prompt at batch {args.batch_size}, PyTorch)  -> {out}")
     for src, m in metrics["per_source_accuracy"].items():
         print(f"  {src:24s} {m['accuracy']:.3f}  (n={m['n']})")
     return 0
