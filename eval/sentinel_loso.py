@@ -115,9 +115,8 @@ def run(argv=None) -> int:
     if results:
         print(f"resuming: {len(results)} finished fold(s) kept from {out_root}/metrics.json ({', '.join(results)})")
     started = time.time() - seconds_before  # total_seconds counts the earlier, interrupted runs too
-    for fold in folds:
-        if fold.name in results:
-            continue
+    trained = [fold for fold in folds if fold.name not in results]
+    for fold in trained:
         fcfg = copy.deepcopy(cfg)
         fcfg.run.output_dir = str(out_root / fold.name)
         if loso.epochs is not None:
@@ -139,11 +138,12 @@ def run(argv=None) -> int:
         results[fold.name] = fold_result(fold, metrics, time.time() - t0)
         if not loso.keep_models:
             _drop_weights(Path(fcfg.run.output_dir))
-        write_outputs(out_root, cfg, by, results, time.time() - started, hardware())
-    write_outputs(out_root, cfg, by, results, time.time() - started, hardware())
+        data = write_outputs(out_root, cfg, by, results, time.time() - started, hardware())
+    if not trained:  # every fold resumed: the summary (pooled figures included) is still written once
+        data = write_outputs(out_root, cfg, by, results, time.time() - started, hardware())
     print(f"leave-one-{by}-out: {len(results)} folds -> {out_root}/metrics.json, report.md")
     if args.apply_to:
-        pooled = pooled_heldout(out_root, list(results), cfg.calibration.min_recall)
+        pooled = data["pooled"]
         if not pooled or "calibrated" not in pooled:
             print(f"error: --apply-to: no pooled held-out predictions with fact-seeking prompts in {out_root}",
                   file=sys.stderr)
@@ -232,15 +232,16 @@ def summarize(results: dict) -> dict:
     return out
 
 
-def write_outputs(out_root: Path, cfg, by: str, results: dict, seconds: float, hw: str) -> None:
+def write_outputs(out_root: Path, cfg, by: str, results: dict, seconds: float, hw: str) -> dict:
     from inference.config import to_dict
 
     summary = summarize(results)
-    data = {"by": by, "mean": summary,
-            "pooled": pooled_heldout(out_root, list(results), cfg.calibration.min_recall), "folds": results, "total_seconds": round(seconds, 1), "hardware": hw,
+    data = {"by": by, "mean": summary, "pooled": pooled_heldout(out_root, list(results), cfg.calibration.min_recall),
+            "folds": results, "total_seconds": round(seconds, 1), "hardware": hw,
             "base_model": cfg.model.base_model, "config": to_dict(cfg)}
     (out_root / "metrics.json").write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     (out_root / "report.md").write_text(report_markdown(data), encoding="utf-8")
+    return data
 
 
 def _fmt(v) -> str:
