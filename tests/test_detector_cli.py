@@ -118,6 +118,18 @@ def test_tiny_detector_trains_and_evaluates_end_to_end(tmp_path, arch, tiny_bert
     # the run's own held-out split, re-scored from its JSONL
     assert run_cli(eval_main, ["--model", str(out), "--data", str(out / "test.jsonl"), "--out",
                                str(tmp_path / "eval2")]) == 0
+    if arch != "bert":
+        return
+    # --recalibrate: same dev split, new calibration written, the weights untouched
+    weights = (out / "model.safetensors").read_bytes()
+    assert run_cli(main, ["--config", str(out / "config.yaml"), "--data-dir", str(data), "--recalibrate"]) == 0
+    assert (out / "model.safetensors").read_bytes() == weights
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert "recalibrated" in metrics and metrics["calibration"] == json.loads((out / "detector.json").read_text())[
+        "calibration"]
+    assert run_cli(main, ["--config", str(out / "config.yaml"), "--data-dir", str(data), "--recalibrate",
+                          "--set", "run.seed=4"]) == 2  # another split: refused, nothing rewritten
+    assert "differs from the config" in capsys.readouterr().err
 
 
 @pytest.mark.slow

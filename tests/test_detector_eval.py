@@ -97,3 +97,20 @@ def test_scored_items_apply_the_threshold_and_skip_unscored():
               for t in (0.5, 0.7, 0.95)]
     assert recall == [1.0, 0.5, 0.0]
     assert example_level(scored_items([rec], preds[:1], threshold=0.95, settings=settings))["f1"] == 0.0
+
+
+def test_a_task_type_gets_its_own_threshold_only_with_enough_of_both_classes():
+    """Per-task thresholds fitted on ~2 hallucinated QA answers swung from 0.15 to 0.6 between folds: a task type
+    needs MIN_TASK_CLASS_RECORDS hallucinated and as many faithful calibration responses."""
+    from training.detector_scoring import MIN_TASK_CLASS_RECORDS as n
+    from training.detector_scoring import tasks_with_own_threshold
+
+    def recs(task, positive, negative):
+        return ([{"task_type": task, "spans": [_sp(0, 1)]}] * positive
+                + [{"task_type": task, "spans": []}] * negative)
+
+    records = (recs("Data2txt", n, n) + recs("QA", n - 1, 5 * n) + recs("Summary", 5 * n, n - 1)
+               + recs(None, n, n))
+    chosen = tasks_with_own_threshold(records)
+    assert list(chosen) == ["Data2txt"]
+    assert [records[i]["task_type"] for i in chosen["Data2txt"]] == ["Data2txt"] * (2 * n)

@@ -66,3 +66,26 @@ def test_predict_keeps_the_record_order_under_length_grouping(tiny_bert_dir, tmp
     trainer = _weighted_trainer_cls()(model=model, args=args, processing_class=tok)
     pred = trainer.predict(ds)
     assert pred.label_ids.tolist() == ds["labels"]
+
+
+@pytest.mark.parametrize("fixture, field", [("tiny_bert_dir", "attention_probs_dropout_prob"),
+                                            ("tiny_modernbert_dir", "attention_dropout")])
+def test_attention_dropout_reaches_the_model_config(request, fixture, field):
+    """model.attention_dropout: 0.0 (fused attention while training, ~3x faster at 512 tokens on this CPU)
+    lands in each architecture's own config field; unset keeps the base model's value."""
+    from training.models import build_model
+
+    path = request.getfixturevalue(fixture)
+    base = build_model(path, "token", ["SUPPORTED", "HALLUCINATED"])
+    assert getattr(base.config, field) > 0.0 or fixture == "tiny_modernbert_dir"
+    model = build_model(path, "token", ["SUPPORTED", "HALLUCINATED"], attention_dropout=0.0)
+    assert getattr(model.config, field) == 0.0
+    model = build_model(path, "token", ["SUPPORTED", "HALLUCINATED"], attention_dropout=0.2)
+    assert getattr(model.config, field) == 0.2
+
+
+def test_attention_dropout_is_validated():
+    from training.config import ModelConfig
+
+    with pytest.raises(ValueError, match="model.attention_dropout"):
+        ModelConfig(attention_dropout=1.5).validate()

@@ -15,6 +15,7 @@ selection: token-level F1 of the hallucinated class on the dev split; the dev sp
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import random
 import time
@@ -340,7 +341,7 @@ def train_and_calibrate(cfg: DetectorConfig, train_recs: list[dict], dev_recs: l
     log.info(window_line)
     log.info("train: %d examples, %d tokens per epoch; augmentation %s", len(train_f), n_tokens, dict(aug_stats))
 
-    model = build_model(base, "token", DETECTOR_LABELS, cfg.model.lora)
+    model = build_model(base, "token", DETECTOR_LABELS, cfg.model.lora, attention_dropout=cfg.model.attention_dropout)
     weights = None
     if cfg.train.class_weighted:
         weights = class_weights([x for f in train_f for x in f["labels"]], len(DETECTOR_LABELS))
@@ -387,9 +388,58 @@ def write_parity_sample(out: Path, records: list[dict], n: int = 64, seed: int =
     return path
 
 
+def recalibrate_run(cfg: DetectorConfig) -> None:
+    """Keep the trained model of cfg.run.output_dir and redo its calibration on the same dev split (rebuilt from
+    the run's config and seed), after a change to the calibration code; detector.json and metrics.json are
+    rewritten, the weights are not touched. An ONNX export made before must be exported again."""
+    from inference.config import ConfigError, from_dict, read_yaml, to_dict
+    from training.data.spans import SpanDataReport
+    from training.detector_scoring import calibrate
+    from training.trainer import setup_logging, write_json
+
+    out = Path(cfg.run.output_dir)
+    for name in ("model.safetensors", "detector.json", "config.yaml"):
+        if not (out / name).is_file():
+            raise ConfigError(f"run.output_dir: {out} has no {name}; --recalibrate needs a finished Detector run")
+    setup_logging(out)
+
+    def comparable(c):
+        d = to_dict(c)
+        d["run"] = {k: v for k, v in d["run"].items() if k not in ("data_dir", "output_dir")}
+        return d
+
+    saved = from_dict(DetectorConfig, read_yaml(out / "config.yaml"), str(out / "config.yaml"))
+    if comparable(saved) != comparable(cfg):
+        raise ConfigError(f"--config differs from the config {out} was trained with; pass --config "
+                          f"{out / 'config.yaml'} to recalibrate that run")
+    report = SpanDataReport()
+    records, _ = load_mixture(cfg, resolve_data_dir(cfg.run.data_dir), report)
+    s = cfg.data.split
+    _, dev_recs, _ = group_split(records, (1 - s.dev - s.test, s.dev, s.test), cfg.run.seed)
+    detector_json = json.loads((out / "detector.json").read_text(encoding="utf-8"))
+    if detector_json.get("calibration_records") not in (None, len(dev_recs)):
+        raise DataError(f"the dev split now has {len(dev_recs)} records, the run calibrated on "
+                        f"{detector_json['calibration_records']}: the data changed; train again instead")
+    c = cfg.calibration
+    calibration, table, _ = calibrate(out, dev_recs, c.window_aggregation, c.combiner)
+    fields = {"calibration": calibration.to_dict(), "calibration_candidates": table,
+              "calibration_records": len(dev_recs)}
+    write_json(out / "detector.json", {**detector_json, **fields})
+    metrics_path = out / "metrics.json"
+    metrics = json.loads(metrics_path.read_text(encoding="utf-8")) if metrics_path.is_file() else {}
+    write_json(metrics_path, {**metrics, **fields, "recalibrated": time.strftime("%Y-%m-%dT%H:%M:%S")})
+    log.info("recalibrated %s on %d dev records; export it again (training.export --overwrite)", out, len(dev_recs))
+
+
 def main(argv=None) -> None:
     parser = training_parser("python -m training.detector", __doc__.splitlines()[0], "configs/detector.yaml")
-    cfg = resolve_config(DetectorConfig, parser.parse_args(argv))
+    parser.add_argument("--recalibrate", action="store_true",
+                        help="keep the trained model of the run dir and redo its calibration on the same dev split")
+    args = parser.parse_args(argv)
+    cfg = resolve_config(DetectorConfig, args)
+    if args.recalibrate:
+        recalibrate_run(cfg)
+        return
 
     from training.classify import write_jsonl
     from training.data.spans import SpanDataReport, load_span_source

@@ -199,10 +199,26 @@ def _model_type(path: str) -> str | None:
     return None
 
 
-def build_model(path: str, task: str, labels: list[str], lora=None, dropout: float | None = None):
+# The attention-dropout field of each architecture's config.
+ATTENTION_DROPOUT_FIELDS = ("attention_probs_dropout_prob", "attention_dropout")
+
+
+def set_attention_dropout(config, value: float) -> None:
+    """Set the attention dropout of a transformers config, whatever the architecture calls it."""
+    fields = [f for f in ATTENTION_DROPOUT_FIELDS if hasattr(config, f)]
+    if not fields:
+        raise BaseModelError(f"model.attention_dropout: the {config.model_type!r} config has no attention "
+                             f"dropout field ({', '.join(ATTENTION_DROPOUT_FIELDS)}); leave it unset")
+    for f in fields:
+        setattr(config, f, value)
+
+
+def build_model(path: str, task: str, labels: list[str], lora=None, dropout: float | None = None,
+                attention_dropout: float | None = None):
     """Load `path` with a fresh head for `task` ("sequence" | "token"); wrap it in LoRA when configured.
 
-    `lora` is a training.config.LoraConfig (enabled, r, alpha, dropout, target_modules).
+    `lora` is a training.config.LoraConfig (enabled, r, alpha, dropout, target_modules); `attention_dropout`
+    (model.attention_dropout) overrides the base model's dropout on attention probabilities.
     """
     from transformers import AutoConfig, AutoModelForSequenceClassification, AutoModelForTokenClassification
 
@@ -213,6 +229,8 @@ def build_model(path: str, task: str, labels: list[str], lora=None, dropout: flo
     )
     if dropout is not None and hasattr(config, "classifier_dropout"):
         config.classifier_dropout = dropout
+    if attention_dropout is not None:
+        set_attention_dropout(config, attention_dropout)
     cls = AutoModelForSequenceClassification if task == "sequence" else AutoModelForTokenClassification
     model = cls.from_pretrained(path, config=config, ignore_mismatched_sizes=True)
     if lora is not None and lora.enabled:

@@ -30,6 +30,12 @@ def setup_run(cfg, output_dir: str | Path) -> Path:
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
     save_config(cfg, out / "config.yaml")
+    setup_logging(out)
+    return out
+
+
+def setup_logging(out: Path) -> None:
+    """Log the halugate loggers to stderr and to RUN_DIR/train.log (appended)."""
     root = logging.getLogger("halugate")
     root.setLevel(logging.INFO)
     root.propagate = False  # these handlers print it; a CLI's basicConfig would print every line twice
@@ -39,7 +45,6 @@ def setup_run(cfg, output_dir: str | Path) -> Path:
     for h in (logging.StreamHandler(sys.stderr), logging.FileHandler(out / "train.log", encoding="utf-8")):
         h.setFormatter(fmt)
         root.addHandler(h)
-    return out
 
 
 def check_device(device: str) -> str:
