@@ -145,14 +145,24 @@ def load_tokenizer_info(model_dir: str | Path) -> TokenizerInfo:
     return TokenizerInfo(tok, cls_id, sep_id, pad_id if pad_id is not None else 0)
 
 
+# Architectures whose position ids start after the padding index (RoBERTa-style): their
+# max_position_embeddings (514 for a 512-token model) counts pad_token_id + 1 slots no token can use.
+OFFSET_POSITION_TYPES = {"roberta", "xlm-roberta", "mpnet", "camembert", "longformer", "data2vec-text"}
+
+
+def max_positions(config: dict) -> int:
+    """The longest input (in tokens) a transformers config allows; 512 when it does not say."""
+    value = config.get("max_position_embeddings")
+    if not isinstance(value, int) or value <= 0:
+        return 512
+    if config.get("model_type") in OFFSET_POSITION_TYPES:
+        value -= int(config.get("pad_token_id") or 0) + 1
+    return value
+
+
 def _max_positions(model_dir: Path) -> int:
     config = model_dir / "config.json"
-    if config.is_file():
-        data = _read_json(config)
-        value = data.get("max_position_embeddings")
-        if isinstance(value, int) and value > 0:
-            return value
-    return 512
+    return max_positions(_read_json(config)) if config.is_file() else 512
 
 
 def _config_task(model_dir: Path) -> str | None:

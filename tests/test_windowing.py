@@ -69,3 +69,15 @@ def test_max_windows_applies_only_under_min_aggregation(minilm_dir):
     x = {"context": _context(), "question": "When was it built?", "answer": ANSWER}
     assert gate("min").detect(**x).detector_windows == 2
     assert gate("max").detect(**x).detector_windows > 2  # max: a dropped window could have lost a flag
+
+
+def test_max_positions_leaves_out_the_padding_offset_of_roberta_style_models():
+    """mpnet / RoBERTa count pad_token_id + 1 unusable positions in max_position_embeddings (514 for 512 tokens):
+    windows planned at 514 crashed the first mpnet Detector's calibration with an embedding IndexError."""
+    from inference.runners import max_positions
+
+    assert max_positions({"model_type": "mpnet", "max_position_embeddings": 514, "pad_token_id": 1}) == 512
+    assert max_positions({"model_type": "roberta", "max_position_embeddings": 514, "pad_token_id": 1}) == 512
+    assert max_positions({"model_type": "bert", "max_position_embeddings": 512, "pad_token_id": 0}) == 512
+    assert max_positions({"model_type": "modernbert", "max_position_embeddings": 8192}) == 8192
+    assert max_positions({}) == 512

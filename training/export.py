@@ -219,7 +219,9 @@ def run_max_length(run_dir: Path, model, override: int | None) -> int:
 
             data = yaml.safe_load(cfg_path.read_text()) or {}
             length = int((data.get("model") or {}).get("max_length") or length)
-    return min(length, int(getattr(model.config, "max_position_embeddings", length) or length))
+    from inference.runners import max_positions
+
+    return min(length, max_positions(model.config.to_dict()))
 
 
 # ---- parity inputs -------------------------------------------------------------------------------------------
