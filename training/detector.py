@@ -15,7 +15,6 @@ selection: token-level F1 of the hallucinated class on the dev split; the dev sp
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import random
 import time
@@ -214,6 +213,12 @@ def group_split(records: list[dict], fractions: tuple[float, float, float], seed
     return train, dev, test
 
 
+def run_split(cfg: DetectorConfig, records: list[dict]):
+    """The run's train / dev / test records (data.split fractions, grouped by source, seeded by run.seed)."""
+    s = cfg.data.split
+    return group_split(records, (1 - s.dev - s.test, s.dev, s.test), cfg.run.seed)
+
+
 def training_example(tokenizer, rec: dict, max_length: int, overlap: int, mode: str):
     """(DetectorInput with labels, masked token count): one window per record (see the module docstring)."""
     from inference.grounding import ContextIndex, word_signals
@@ -393,6 +398,7 @@ def recalibrate_run(cfg: DetectorConfig) -> None:
     the run's config and seed), after a change to the calibration code; detector.json and metrics.json are
     rewritten, the weights are not touched. An ONNX export made before must be exported again."""
     from inference.config import ConfigError, from_dict, read_yaml, to_dict
+    from training.data.base import read_json
     from training.data.spans import SpanDataReport
     from training.detector_scoring import calibrate
     from training.trainer import setup_logging, write_json
@@ -414,9 +420,8 @@ def recalibrate_run(cfg: DetectorConfig) -> None:
                           f"{out / 'config.yaml'} to recalibrate that run")
     report = SpanDataReport()
     records, _ = load_mixture(cfg, resolve_data_dir(cfg.run.data_dir), report)
-    s = cfg.data.split
-    _, dev_recs, _ = group_split(records, (1 - s.dev - s.test, s.dev, s.test), cfg.run.seed)
-    detector_json = json.loads((out / "detector.json").read_text(encoding="utf-8"))
+    _, dev_recs, _ = run_split(cfg, records)
+    detector_json = read_json(out / "detector.json")
     if detector_json.get("calibration_records") not in (None, len(dev_recs)):
         raise DataError(f"the dev split now has {len(dev_recs)} records, the run calibrated on "
                         f"{detector_json['calibration_records']}: the data changed; train again instead")
@@ -426,7 +431,7 @@ def recalibrate_run(cfg: DetectorConfig) -> None:
               "calibration_records": len(dev_recs)}
     write_json(out / "detector.json", {**detector_json, **fields})
     metrics_path = out / "metrics.json"
-    metrics = json.loads(metrics_path.read_text(encoding="utf-8")) if metrics_path.is_file() else {}
+    metrics = read_json(metrics_path) if metrics_path.is_file() else {}
     write_json(metrics_path, {**metrics, **fields, "recalibrated": time.strftime("%Y-%m-%dT%H:%M:%S")})
     log.info("recalibrated %s on %d dev records; export it again (training.export --overwrite)", out, len(dev_recs))
 
@@ -452,8 +457,7 @@ def main(argv=None) -> None:
         get_adapter(spec.name)
     report = SpanDataReport()
     records, synth_stats = load_mixture(cfg, data_dir, report)
-    s = cfg.data.split
-    train_recs, dev_recs, test_recs = group_split(records, (1 - s.dev - s.test, s.dev, s.test), cfg.run.seed)
+    train_recs, dev_recs, test_recs = run_split(cfg, records)
     if not train_recs or not dev_recs:
         raise DataError(f"detector data: {len(train_recs)} train / {len(dev_recs)} dev records; need both")
     table = count_table({"train": train_recs, "dev": dev_recs, "test": test_recs}, [x.lower() for x in DETECTOR_LABELS])
