@@ -226,7 +226,8 @@ def evaluate_model(model: str, records: list[dict], backend: str | None = None, 
     gate = runtime_gate(model, backend, overrides=overrides)
     if threshold is not None:  # an explicit threshold replaces the calibrated one (nothing else changes)
         cal = gate.detector_calibration
-        gate.detector_calibration = Calibration(threshold, cal.window_aggregation, cal.combiner, cal.source)
+        gate.detector_calibration = Calibration(threshold, cal.window_aggregation, cal.combiner, cal.source,
+                                                smoothing=cal.smoothing)
     result, preds = evaluate(gate, records, with_sweep=with_sweep)
     result["backend"] = backend
     result["baselines"] = {k: detection_metrics(baseline_items(records, preds, k)) for k in REFERENCE_ROWS}

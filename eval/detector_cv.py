@@ -90,7 +90,7 @@ def run_fold(cfg, fold: int, train_recs: list[dict], test_recs: list[dict], out:
         train_info = {k: old[k] for k in ("train_size", "augmentation", "training_windows", "train_seconds",
                                           "global_steps")}
     else:
-        train_info = train_and_calibrate(cfg, fit, calib, out, SpanDataReport())
+        train_info = train_and_calibrate(cfg, fit, calib, out, SpanDataReport(), calibrate_run=False)
         train_info.pop("window_line", None)
         write_json(info_path, train_info)
         shutil.rmtree(out / "checkpoints", ignore_errors=True)  # the final weights are at the top of the run dir
@@ -100,7 +100,12 @@ def run_fold(cfg, fold: int, train_recs: list[dict], test_recs: list[dict], out:
     gate = runtime_gate(out, calibration=Calibration())
     hm = gate.settings.hallucination_mitigation.hallucination_model
     c = cfg.calibration
-    cal, table, by_mode = fit_calibration(calib, predict(gate, calib), hm, c.window_aggregation, c.combiner)
+    cal, table, by_mode = fit_calibration(calib, predict(gate, calib), hm, c.window_aggregation, c.combiner,
+                                          c.smoothing)
+    detector_json = out / "detector.json"  # the fold's model dir then carries the calibration it was scored with
+    old = json.loads(detector_json.read_text()) if detector_json.is_file() else {}
+    write_json(detector_json, {**old, "calibration": cal.to_dict(),
+                               "calibration_candidates": table, "calibration_records": len(calib)})
     raw = predict(gate, test_recs, progress=True)
     preds = apply_calibration(test_recs, raw, hm, cal)
     result = metrics_of(test_recs, preds, hm, cal)

@@ -86,6 +86,11 @@ class Calibration:
     combiner: Combiner | None = None
     source: str = ""  # where it was read from
     task_thresholds: dict[str, float] | None = None  # per task type (QA / Summary / Data2txt), else `threshold`
+    smoothing: int = 0  # answer tokens in the moving average of the token probabilities (0 or 1: none)
+
+    def __post_init__(self):
+        if not isinstance(self.smoothing, int) or isinstance(self.smoothing, bool) or self.smoothing < 0:
+            raise ValueError(f"calibration.smoothing: a token count >= 0, got {self.smoothing!r}")
 
     @classmethod
     def from_dict(cls, data: dict | None, source: str = "") -> Calibration:
@@ -94,7 +99,7 @@ class Calibration:
         comb = data.get("combiner")
         return cls(threshold=data.get("threshold"), window_aggregation=data.get("window_aggregation"),
                    combiner=Combiner(**comb) if comb else None, source=source,
-                   task_thresholds=data.get("task_thresholds") or None)
+                   task_thresholds=data.get("task_thresholds") or None, smoothing=data.get("smoothing", 0))
 
     @classmethod
     def from_model_dir(cls, model_dir: str | Path | None) -> Calibration:
@@ -109,7 +114,7 @@ class Calibration:
 
     def to_dict(self) -> dict:
         out: dict = {"threshold": self.threshold, "window_aggregation": self.window_aggregation,
-                     "task_thresholds": self.task_thresholds}
+                     "task_thresholds": self.task_thresholds, "smoothing": self.smoothing}
         if self.combiner is not None:
             out["combiner"] = {"features": list(self.combiner.features), "coef": list(self.combiner.coef),
                                "intercept": self.combiner.intercept}
@@ -155,6 +160,29 @@ def effective(settings, calibration: Calibration | None, task_type: str | None =
     return threshold, aggregation, cal.combiner if cal else None
 
 
+def smoothing_of(settings, calibration: Calibration | None) -> int:
+    """The calibration's smoothing width when the runtime uses the model's calibration, else none."""
+    if calibration is None or not getattr(settings, "use_model_calibration", True):
+        return 0
+    return calibration.smoothing
+
+
+def smooth(probs: np.ndarray, width: int) -> np.ndarray:
+    """Centred moving average over `width` answer tokens (the mean of the neighbours that exist at the edges).
+
+    Why: RAGTruth annotators mark phrases, while per-token probabilities flicker around the threshold inside a
+    phrase ("is about 500 meters" flagged as "is about" + "500"); averaging neighbours joins such fragments and
+    drops isolated single-token flags. The width is chosen by calibration (0 = none)."""
+    p = np.asarray(probs, dtype=np.float64)
+    if width <= 1 or len(p) < 2:
+        return p
+    half = width // 2
+    csum = np.concatenate([[0.0], np.cumsum(p)])
+    idx = np.arange(len(p))
+    lo, hi = np.maximum(idx - half, 0), np.minimum(idx + half + 1, len(p))
+    return (csum[hi] - csum[lo]) / (hi - lo)
+
+
 def aggregate(per_window: list[np.ndarray], how: str) -> np.ndarray:
     stacked = np.stack([np.asarray(p, dtype=np.float64) for p in per_window])
     if how == "min":
@@ -183,12 +211,13 @@ def score_answers(runner, jobs: list[DetectorJob], settings, calibration: Calibr
                                        ContextIndex(f"{job.context}\n{job.question or ''}"))
         raw = DetectorScores(offsets, np.zeros(0), np.zeros(0), grounding, len(job.windows), job.task_type,
                              per_window)
-        out.append(rescore(raw, aggregation, combiner))
+        out.append(rescore(raw, aggregation, combiner, smoothing_of(settings, calibration)))
     return out
 
 
-def rescore(scores: DetectorScores, aggregation: str, combiner: Combiner | None) -> DetectorScores:
-    """The same windows' probabilities under another aggregation / combiner (no model call)."""
+def rescore(scores: DetectorScores, aggregation: str, combiner: Combiner | None, smoothing: int = 0
+            ) -> DetectorScores:
+    """The same windows' probabilities under another aggregation / combiner / smoothing (no model call)."""
     if not scores.answer_offsets:
         return DetectorScores([], np.zeros(0), np.zeros(0), scores.grounding, scores.windows, scores.task_type,
                               scores.window_probs)
@@ -196,6 +225,7 @@ def rescore(scores: DetectorScores, aggregation: str, combiner: Combiner | None)
     probs = model_probs
     if combiner is not None:
         probs = combiner.apply(design_matrix(model_probs, scores.grounding, scores.task_type, combiner.features))
+    probs = smooth(probs, smoothing)
     return DetectorScores(scores.answer_offsets, model_probs, probs, scores.grounding, scores.windows,
                           scores.task_type, scores.window_probs)
 

@@ -130,6 +130,11 @@ def test_tiny_detector_trains_and_evaluates_end_to_end(tmp_path, arch, tiny_bert
     assert run_cli(main, ["--config", str(out / "config.yaml"), "--data-dir", str(data), "--recalibrate",
                           "--set", "run.seed=4"]) == 2  # another split: refused, nothing rewritten
     assert "differs from the config" in capsys.readouterr().err
+    # the calibration section is what --recalibrate redoes: it may differ, and the run's config.yaml follows it
+    assert run_cli(main, ["--config", str(out / "config.yaml"), "--data-dir", str(data), "--recalibrate",
+                          "--set", "calibration.smoothing=[0, 3]"]) == 0
+    assert yaml.safe_load((out / "config.yaml").read_text())["calibration"]["smoothing"] == [0, 3]
+    assert json.loads((out / "detector.json").read_text())["calibration"]["smoothing"] in (0, 3)
 
 
 @pytest.mark.slow

@@ -85,3 +85,42 @@ def test_cv_folds_never_share_a_source():
     assert all(len(f) == 1 for f in by_source.values())
     sizes = [sum(1 for v in folds.values() if v == k) for k in range(5)]
     assert sizes == [8] * 5 and fold_of_sources(recs, 5, seed=42) == folds
+
+
+def test_smoothing_averages_neighbouring_tokens():
+    import numpy as np
+
+    from inference.detector_stage import smooth
+
+    assert np.allclose(smooth(np.array([0.0, 0.0, 0.9, 0.0, 0.0]), 3), [0, 0.3, 0.3, 0.3, 0])
+    assert np.allclose(smooth(np.array([0.9, 0.0, 0.0]), 3), [0.45, 0.3, 0.0])  # edges: the neighbours that exist
+    assert np.allclose(smooth(np.array([0.2, 0.8, 0.2, 0.8]), 5), [0.4, 0.5, 0.5, 0.6])
+    for width in (0, 1):
+        assert np.array_equal(smooth(np.array([0.1, 0.9]), width), [0.1, 0.9])
+    with pytest.raises(ValueError, match="smoothing"):
+        Calibration(smoothing=-1)
+
+
+def test_the_runtime_applies_the_calibrated_smoothing_after_the_combiner(run_dir, tmp_path):
+    import shutil
+
+    import numpy as np
+
+    from inference.detect import HaluGate
+    from inference.detector_stage import smooth
+
+    smoothed = tmp_path / "smoothed"
+    shutil.copytree(run_dir, smoothed)
+    data = json.loads((run_dir / "detector.json").read_text())
+    data["calibration"]["smoothing"] = 3
+    (smoothed / "detector.json").write_text(json.dumps(data))
+    item = {"context": CTX, "question": "How tall is it?", "answer": RECORDS[0]["answer"], "task_type": "QA"}
+    plain, sm = (HaluGate.from_dirs(detector=d, backend="torch", overrides=WINDOW) for d in (run_dir, smoothed))
+    assert sm.detector_calibration.smoothing == 3 and plain.detector_calibration.smoothing == 0
+    a, b = (g.score_tokens(g.prepare([item]))[0] for g in (plain, sm))
+    assert np.allclose(a.model_probs, b.model_probs) and not np.allclose(a.probs, b.probs)
+    assert np.allclose(b.probs, smooth(a.probs, 3))
+    off = HaluGate.from_dirs(detector=smoothed, backend="torch", overrides=WINDOW + [
+        "hallucination_mitigation.hallucination_model.use_model_calibration=false"])
+    c = off.score_tokens(off.prepare([item]))[0]
+    assert np.allclose(c.probs, c.model_probs)  # calibration off: no combiner, no smoothing

@@ -96,12 +96,15 @@ class CalibrationConfig:
     enabled: bool = True
     window_aggregation: list[str] = field(default_factory=lambda: ["max", "min"])
     combiner: list[str] = field(default_factory=lambda: ["off", "on"])  # off / on / all (detector_scoring)
+    smoothing: list[int] = field(default_factory=lambda: [0])  # moving-average widths over answer tokens (0: none)
 
     def validate(self):
         if set(self.window_aggregation) - {"max", "min", "mean"} or not self.window_aggregation:
             raise ValueError("calibration.window_aggregation: a non-empty list of max / min / mean")
         if set(self.combiner) - {"off", "on", "all"} or not self.combiner:
             raise ValueError("calibration.combiner: a non-empty list of off / on / all")
+        if not self.smoothing or any(not isinstance(w, int) or isinstance(w, bool) or w < 0 for w in self.smoothing):
+            raise ValueError("calibration.smoothing: a non-empty list of token counts >= 0 (0: no smoothing)")
 
 
 @dataclass
@@ -314,11 +317,14 @@ def token_metrics(logits: np.ndarray, labels: np.ndarray) -> dict:
 
 # ---- run --------------------------------------------------------------------------------------------------
 
-def train_and_calibrate(cfg: DetectorConfig, train_recs: list[dict], dev_recs: list[dict], out, report) -> dict:
+def train_and_calibrate(cfg: DetectorConfig, train_recs: list[dict], dev_recs: list[dict], out, report,
+                        calibrate_run: bool = True) -> dict:
     """Train on train_recs (augmented here), select the checkpoint and calibrate on dev_recs; save the run dir.
 
     Returns the metrics dict (written to RUN_DIR/metrics.json by the caller). Used by main() and by the
-    cross-validation in eval.detector (one call per fold).
+    cross-validation in eval.detector (one call per fold, with `calibrate_run=False`: the fold calibrates from
+    its own predictions of the same records, and one model pass over them is enough; mpnet spent 3.5 min on the
+    second).
     """
     from datasets import Dataset
     from transformers import DataCollatorForTokenClassification
@@ -363,8 +369,8 @@ def train_and_calibrate(cfg: DetectorConfig, train_recs: list[dict], dev_recs: l
     save_model(trainer, tokenizer, out, DETECTOR_LABELS)
     calibration, table = None, []
     c = cfg.calibration
-    if c.enabled and dev_recs:
-        calibration, table, _ = calibrate(out, dev_recs, c.window_aggregation, c.combiner)
+    if c.enabled and dev_recs and calibrate_run:
+        calibration, table, _ = calibrate(out, dev_recs, c.window_aggregation, c.combiner, c.smoothing)
     write_json(out / "detector.json", {
         "format": "[CLS] context [SEP] question [SEP] answer [SEP] (inference.spans)",
         "max_length": ml, "threshold": cfg.eval.threshold, "min_span_chars": cfg.eval.min_span_chars,
@@ -395,13 +401,15 @@ def write_parity_sample(out: Path, records: list[dict], n: int = 64, seed: int =
 
 def recalibrate_run(cfg: DetectorConfig) -> None:
     """Keep the trained model of cfg.run.output_dir and redo its calibration on the same dev split (rebuilt from
-    the run's config and seed), after a change to the calibration code; detector.json and metrics.json are
-    rewritten, the weights are not touched. An ONNX export made before must be exported again."""
+    the run's config and seed), after a change to the calibration code or to the config's `calibration`
+    section (the only section that may differ from the run's); detector.json, metrics.json and the run's
+    config.yaml (its calibration section) are rewritten, the weights are not touched. An ONNX export made before
+    must be exported again."""
     from inference.config import ConfigError, from_dict, read_yaml, to_dict
     from training.data.base import read_json
     from training.data.spans import SpanDataReport
     from training.detector_scoring import calibrate
-    from training.trainer import setup_logging, write_json
+    from training.trainer import save_config, setup_logging, write_json
 
     out = Path(cfg.run.output_dir)
     for name in ("model.safetensors", "detector.json", "config.yaml"):
@@ -412,6 +420,7 @@ def recalibrate_run(cfg: DetectorConfig) -> None:
     def comparable(c):
         d = to_dict(c)
         d["run"] = {k: v for k, v in d["run"].items() if k not in ("data_dir", "output_dir")}
+        d.pop("calibration")  # what is being redone
         return d
 
     saved = from_dict(DetectorConfig, read_yaml(out / "config.yaml"), str(out / "config.yaml"))
@@ -426,10 +435,12 @@ def recalibrate_run(cfg: DetectorConfig) -> None:
         raise DataError(f"the dev split now has {len(dev_recs)} records, the run calibrated on "
                         f"{detector_json['calibration_records']}: the data changed; train again instead")
     c = cfg.calibration
-    calibration, table, _ = calibrate(out, dev_recs, c.window_aggregation, c.combiner)
+    calibration, table, _ = calibrate(out, dev_recs, c.window_aggregation, c.combiner, c.smoothing)
     fields = {"calibration": calibration.to_dict(), "calibration_candidates": table,
               "calibration_records": len(dev_recs)}
     write_json(out / "detector.json", {**detector_json, **fields})
+    saved.calibration = cfg.calibration
+    save_config(saved, out / "config.yaml")
     metrics_path = out / "metrics.json"
     metrics = read_json(metrics_path) if metrics_path.is_file() else {}
     write_json(metrics_path, {**metrics, **fields, "recalibrated": time.strftime("%Y-%m-%dT%H:%M:%S")})

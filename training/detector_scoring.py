@@ -120,7 +120,7 @@ def apply_calibration(records: list[dict], preds: list[Prediction], settings, ca
         if p.scores is None:
             out.append(p)
             continue
-        sc = rescore(p.scores, cal.window_aggregation or settings.window_aggregation, cal.combiner)
+        sc = rescore(p.scores, cal.window_aggregation or settings.window_aggregation, cal.combiner, cal.smoothing)
         out.append(Prediction(sc, scores_to_spans(rec["answer"], sc, settings, cal)))
     return out
 
@@ -193,13 +193,16 @@ def _best_threshold(records, preds, settings, cal) -> tuple[float, float]:
 
 
 def fit_calibration(records: list[dict], raw: list[Prediction], settings, aggregations=("max", "min"),
-                    combiner_modes=("off", "on")) -> tuple[Calibration, list[dict], dict[str, Calibration]]:
-    """Choose window aggregation, combiner and thresholds (global and per task type) on calibration records.
+                    combiner_modes=("off", "on"), smoothings=(0,)
+                    ) -> tuple[Calibration, list[dict], dict[str, Calibration]]:
+    """Choose window aggregation, combiner, smoothing and thresholds (global and per task type) on calibration
+    records.
 
     `raw` are the records' runtime predictions (any calibration: only their window probabilities are used).
     Combiner modes: "off" (the model's probabilities), "on" (model + local grounding signals: numbers, names),
-    "all" (also the word- and sentence-level absences). Returns the best calibration, the table of every
-    candidate's objective, and the best calibration of each combiner mode.
+    "all" (also the word- and sentence-level absences). Smoothings: widths of the moving average over answer
+    tokens applied after the combiner (inference.detector_stage.smooth; 0 = none). Returns the best
+    calibration, the table of every candidate's objective, and the best calibration of each combiner mode.
     """
     from inference.detector_stage import rescore
 
@@ -209,26 +212,28 @@ def fit_calibration(records: list[dict], raw: list[Prediction], settings, aggreg
         base = [Prediction(rescore(p.scores, agg, None), []) if p.scores is not None else p for p in raw]
         for mode in combiner_modes:
             combiner = fit_combiner(records, base, features=COMBINER_MODES[mode]) if COMBINER_MODES[mode] else None
-            cal = Calibration(None, agg, combiner)
-            preds = apply_calibration(records, raw, settings, cal)
-            cal.threshold, global_obj = _best_threshold(records, preds, settings, cal)
-            task_t = {}
-            for task, idx in by_task.items():
-                task_t[task] = _best_threshold([records[i] for i in idx], [preds[i] for i in idx], settings,
-                                               cal)[0]
-            per_task = Calibration(cal.threshold, agg, combiner, task_thresholds=task_t or None)
-            final = apply_calibration(records, raw, settings, per_task)
-            task_obj = objective(scored_items(records, final, settings=settings, calibration=per_task))
-            obj = max(global_obj, task_obj)
-            if task_t and task_obj > global_obj:  # per-task thresholds only when they help on these records
-                cal = per_task
-            table.append({"window_aggregation": agg, "combiner": mode, "threshold": cal.threshold,
-                          "objective_global_threshold": round(global_obj, 4), "task_thresholds": task_t,
-                          "objective_task_thresholds": round(task_obj, 4), "objective": round(obj, 4)})
-            if mode not in best_by_mode or obj > best_by_mode[mode][0]:
-                best_by_mode[mode] = (obj, cal)
-            if best is None or obj > best[0]:
-                best = (obj, cal)
+            for width in smoothings:
+                cal = Calibration(None, agg, combiner, smoothing=width)
+                preds = apply_calibration(records, raw, settings, cal)
+                cal.threshold, global_obj = _best_threshold(records, preds, settings, cal)
+                task_t = {}
+                for task, idx in by_task.items():
+                    task_t[task] = _best_threshold([records[i] for i in idx], [preds[i] for i in idx], settings,
+                                                   cal)[0]
+                per_task = Calibration(cal.threshold, agg, combiner, task_thresholds=task_t or None, smoothing=width)
+                final = apply_calibration(records, raw, settings, per_task)
+                task_obj = objective(scored_items(records, final, settings=settings, calibration=per_task))
+                obj = max(global_obj, task_obj)
+                if task_t and task_obj > global_obj:  # per-task thresholds only when they help on these records
+                    cal = per_task
+                table.append({"window_aggregation": agg, "combiner": mode, "smoothing": width,
+                              "threshold": cal.threshold, "objective_global_threshold": round(global_obj, 4),
+                              "task_thresholds": task_t, "objective_task_thresholds": round(task_obj, 4),
+                              "objective": round(obj, 4)})
+                if mode not in best_by_mode or obj > best_by_mode[mode][0]:
+                    best_by_mode[mode] = (obj, cal)
+                if best is None or obj > best[0]:
+                    best = (obj, cal)
     assert best is not None
     log.info("calibration: %s (objective %.4f on %d records)", {**best[1].to_dict(), "combiner": bool(best[1].combiner)},
              best[0], len(records))
@@ -236,22 +241,24 @@ def fit_calibration(records: list[dict], raw: list[Prediction], settings, aggreg
 
 
 def calibrate(model_dir: str | Path, records: list[dict], aggregations=("max", "min"),
-              combiner_modes=("off", "on")) -> tuple[Calibration, list[dict], dict[str, Calibration]]:
+              combiner_modes=("off", "on"), smoothings=(0,)
+              ) -> tuple[Calibration, list[dict], dict[str, Calibration]]:
     """fit_calibration on a model dir's runtime predictions (one model pass over the records)."""
     gate = runtime_gate(model_dir, calibration=Calibration())
     raw = predict(gate, records)
     return fit_calibration(records, raw, gate.settings.hallucination_mitigation.hallucination_model, aggregations,
-                           combiner_modes)
+                           combiner_modes, smoothings)
 
 
 def metrics_of(records: list[dict], preds: list[Prediction], settings, cal: Calibration) -> dict:
-    from inference.detector_stage import effective
+    from inference.detector_stage import effective, smoothing_of
 
     items = scored_items(records, preds, settings=settings, calibration=cal)
     skipped = [(r["id"], p.error) for r, p in zip(records, preds) if p.scores is None]
     threshold, aggregation, combiner = effective(settings, cal)
     return {"threshold": threshold, "task_thresholds": cal.task_thresholds if cal else None,
             "window_aggregation": aggregation, "combiner": combiner is not None,
+            "smoothing": smoothing_of(settings, cal),
             "n_scored": len(items), "n_skipped": len(skipped), "skipped": skipped[:50],
             "levels": detection_metrics(items), "auroc": per_task_auroc(records, preds)}
 
