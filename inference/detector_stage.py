@@ -148,11 +148,16 @@ class DetectorScores:
         return float(self.probs.max()) if len(self.probs) else 0.0
 
 
+def in_force(settings, calibration: Calibration | None) -> Calibration | None:
+    """The model's calibration when the settings allow it (`use_model_calibration`), else None."""
+    return calibration if (calibration is not None and getattr(settings, "use_model_calibration", True)) else None
+
+
 def effective(settings, calibration: Calibration | None, task_type: str | None = None
               ) -> tuple[float, str, Combiner | None]:
     """(threshold, window aggregation, combiner) after applying the model's calibration when allowed; the
     threshold is the task type's own when the calibration has one."""
-    cal = calibration if (calibration is not None and getattr(settings, "use_model_calibration", True)) else None
+    cal = in_force(settings, calibration)
     threshold = cal.threshold if cal and cal.threshold is not None else settings.threshold
     if cal and cal.task_thresholds and task_type in cal.task_thresholds:
         threshold = cal.task_thresholds[task_type]
@@ -162,9 +167,8 @@ def effective(settings, calibration: Calibration | None, task_type: str | None =
 
 def smoothing_of(settings, calibration: Calibration | None) -> int:
     """The calibration's smoothing width when the runtime uses the model's calibration, else none."""
-    if calibration is None or not getattr(settings, "use_model_calibration", True):
-        return 0
-    return calibration.smoothing
+    cal = in_force(settings, calibration)
+    return cal.smoothing if cal else 0
 
 
 def smooth(probs: np.ndarray, width: int) -> np.ndarray:

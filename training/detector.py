@@ -25,6 +25,7 @@ from typing import Literal
 
 import numpy as np
 
+from inference.detector_stage import Calibration
 from inference.labels import DETECTOR_LABELS, IGNORE_INDEX
 from inference.spans import AnswerTooLongError, encode_detector_input
 from training.cli import resolve_config, run_cli, training_parser
@@ -103,8 +104,10 @@ class CalibrationConfig:
             raise ValueError("calibration.window_aggregation: a non-empty list of max / min / mean")
         if set(self.combiner) - {"off", "on", "all"} or not self.combiner:
             raise ValueError("calibration.combiner: a non-empty list of off / on / all")
-        if not self.smoothing or any(not isinstance(w, int) or isinstance(w, bool) or w < 0 for w in self.smoothing):
+        if not self.smoothing:
             raise ValueError("calibration.smoothing: a non-empty list of token counts >= 0 (0: no smoothing)")
+        for width in self.smoothing:
+            Calibration(smoothing=width)  # the runtime's own check of one width
 
 
 @dataclass
