@@ -28,6 +28,7 @@ from pathlib import Path
 from inference.grounding import unsupported_spans
 from inference.spans import token_labels
 from training.data.base import DataError
+from training.data.records import SpanRecord
 from training.detector_scoring import Prediction, evaluate, runtime_gate
 from training.span_metrics import Scored, detection_metrics
 
@@ -46,7 +47,7 @@ PUBLISHED = [
 
 # ---- data -------------------------------------------------------------------------------------------------
 
-def load_eval_records(data: str, data_dir=None) -> tuple[list[dict], dict]:
+def load_eval_records(data: str, data_dir=None) -> tuple[list[SpanRecord], dict]:
     """Records + the data report (problems with ids) for an adapter name, a folder or a JSONL file."""
     from training.data.base import DataError, resolve_data_dir
     from training.data.spans import (
@@ -79,14 +80,14 @@ def load_eval_records(data: str, data_dir=None) -> tuple[list[dict], dict]:
 
 # ---- reference rows --------------------------------------------------------------------------------------
 
-def lexical_spans(rec: dict) -> list[dict]:
+def lexical_spans(rec: SpanRecord) -> list[dict]:
     """Answer words (not stopwords) absent from the context and question, merged when adjacent."""
-    return unsupported_spans(rec["answer"], rec["context"], rec.get("question"), words=True)
+    return unsupported_spans(rec.answer, rec.context, rec.question, words=True)
 
 
-def grounding_rule_spans(rec: dict) -> list[dict]:
+def grounding_rule_spans(rec: SpanRecord) -> list[dict]:
     """Numbers, quantities and names of the answer that the context lacks (inference.grounding), nothing else."""
-    return unsupported_spans(rec["answer"], rec["context"], rec.get("question"))
+    return unsupported_spans(rec.answer, rec.context, rec.question)
 
 
 def whole_answer_span(answer: str) -> list[dict]:
@@ -100,11 +101,11 @@ def whole_answer_span(answer: str) -> list[dict]:
 
 # ---- scoring ----------------------------------------------------------------------------------------------
 
-REFERENCE_ROWS = {"flag_everything": lambda rec: whole_answer_span(rec["answer"]), "lexical": lexical_spans,
+REFERENCE_ROWS = {"flag_everything": lambda rec: whole_answer_span(rec.answer), "lexical": lexical_spans,
                   "grounding_rule": grounding_rule_spans}
 
 
-def baseline_items(records: list[dict], preds: list[Prediction], kind: str) -> list[Scored]:
+def baseline_items(records: list[SpanRecord], preds: list[Prediction], kind: str) -> list[Scored]:
     """A reference row scored on the same records (and the same answer tokens) as the model."""
     items = []
     for rec, p in zip(records, preds):
@@ -112,17 +113,16 @@ def baseline_items(records: list[dict], preds: list[Prediction], kind: str) -> l
             continue
         offsets = p.scores.answer_offsets
         spans = REFERENCE_ROWS[kind](rec)
-        items.append(Scored(rec.get("task_type"), rec["spans"], spans,
-                            token_labels(rec["answer"], offsets, rec["spans"]),
-                            token_labels(rec["answer"], offsets, spans)))
+        items.append(Scored(rec.task_type, rec.spans, spans, token_labels(rec.answer, offsets, rec.spans),
+                            token_labels(rec.answer, offsets, spans)))
     return items
 
 
-def prediction_rows(records: list[dict], preds: list[Prediction], **extra) -> list[dict]:
-    return [{"id": r["id"], "task_type": r.get("task_type"), **extra,
+def prediction_rows(records: list[SpanRecord], preds: list[Prediction], **extra) -> list[dict]:
+    return [{"id": r.id, "task_type": r.task_type, **extra,
              "score": None if p.scores is None else round(p.scores.score, 5),
              "windows": 0 if p.scores is None else p.scores.windows, "skipped": p.error or None,
-             "gold_spans": r["spans"], "pred_spans": p.spans} for r, p in zip(records, preds)]
+             "gold_spans": r.spans, "pred_spans": p.spans} for r, p in zip(records, preds)]
 
 
 def pr_plot(records, predictions, baselines: dict, path: Path) -> None:
@@ -136,9 +136,9 @@ def pr_plot(records, predictions, baselines: dict, path: Path) -> None:
     for rec, pred in zip(records, predictions):
         if pred.scores is None:
             continue
-        tok_true.extend(token_labels(rec["answer"], pred.scores.answer_offsets, rec["spans"]))
+        tok_true.extend(token_labels(rec.answer, pred.scores.answer_offsets, rec.spans))
         tok_prob.extend(pred.scores.probs.tolist())
-        ex_true.append(int(bool(rec["spans"])))
+        ex_true.append(int(bool(rec.spans)))
         ex_prob.append(pred.scores.score)
     fig, ax = plt.subplots(figsize=(6, 5))
     for name, yt, yp in (("token", tok_true, tok_prob), ("example (max token prob)", ex_true, ex_prob)):
@@ -217,7 +217,7 @@ def write_report(path: Path, result: dict) -> None:
 
 # ---- entry points -----------------------------------------------------------------------------------------
 
-def evaluate_model(model: str, records: list[dict], backend: str | None = None, threshold: float | None = None,
+def evaluate_model(model: str, records: list[SpanRecord], backend: str | None = None, threshold: float | None = None,
                    with_sweep: bool = True, overrides: list[str] | None = None) -> tuple[dict, list[Prediction]]:
     """Metrics of a run dir (torch) or export dir (onnx) through the runtime, with the reference rows."""
     from inference.detector_stage import Calibration

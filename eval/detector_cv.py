@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 from inference.detector_stage import Calibration
+from training.data.records import SpanRecord
 from training.data.spans import SpanDataReport
 from training.span_metrics import detection_metrics
 
@@ -34,7 +35,7 @@ LEVELS = ("example", "span", "token")
 ROWS = ("detector", "detector_without_combiner", "flag_everything", "lexical", "grounding_rule")
 
 
-def fold_of_sources(records: list[dict], k: int, seed: int) -> dict[str, int]:
+def fold_of_sources(records: list[SpanRecord], k: int, seed: int) -> dict[str, int]:
     """source group key -> fold, groups dealt round-robin after a seeded shuffle (sizes differ by one group)."""
     from training.detector import group_key
 
@@ -59,7 +60,7 @@ def _mean_std(values: list[float]) -> dict:
             "folds": [round(v, 4) for v in values]}
 
 
-def run_fold(cfg, fold: int, train_recs: list[dict], test_recs: list[dict], out: Path,
+def run_fold(cfg, fold: int, train_recs: list[SpanRecord], test_recs: list[SpanRecord], out: Path,
              recalibrate: bool = False) -> dict:
     """Train (unless the fold's model exists and only a recalibration is asked), calibrate, score fold k."""
     from eval.detector import baseline_items, prediction_rows
@@ -205,7 +206,7 @@ def cv_records(config: str, data_dir, source: str, k: int):
 
     cfg = resolve_config_file(DetectorConfig, config, [], data_dir)
     records, _ = load_mixture(cfg, resolve_data_dir(cfg.run.data_dir), SpanDataReport())
-    folded = [r for r in records if r["source"] == source]
+    folded = [r for r in records if r.source == source]
     return folded, fold_of_sources(folded, k, cfg.run.seed), group_key
 
 
@@ -229,8 +230,8 @@ def run_cv(config: str, k: int, out: Path, data_dir=None, source: str = "ragtrut
     report = SpanDataReport()  # records without context, spans outside the answer...: counted and named
     records, _ = load_mixture(cfg, resolve_data_dir(cfg.run.data_dir), report)
     log.info("data report:\n%s", report.summary())
-    folded = [r for r in records if r["source"] == source]
-    others = [r for r in records if r["source"] != source]
+    folded = [r for r in records if r.source == source]
+    others = [r for r in records if r.source != source]
     if not folded:
         raise DataError(f"--cv-source {source}: not among the recipe's data.sources")
     assignment = fold_of_sources(folded, k, cfg.run.seed)

@@ -39,6 +39,7 @@ from inference.formatting import nli_pair
 from inference.runners import load_runner
 from inference.settings import DetectorSettings, ExplainerSettings
 from inference.spans import token_labels
+from training.data.records import SpanRecord
 from training.detector_scoring import THRESHOLDS, metrics_of, objective, per_task_auroc, predict, runtime_gate
 from training.span_metrics import Scored, detection_metrics
 
@@ -50,15 +51,15 @@ SCORERS = ("detector", "nli", "detector+nli")
 @dataclass
 class FoldData:
     fold: int
-    records: list[dict]
+    records: list[SpanRecord]
     preds: list  # training.detector_scoring.Prediction with the fold's calibration
     fold_metrics: dict  # the fold model's own calibrated output
     nli: list[np.ndarray]  # per record: (n_tokens, 2) sentence-level NLI features of each answer token
 
 
-def sentence_nli(runner, record: dict, offsets: list[tuple[int, int]], es: ExplainerSettings) -> np.ndarray:
+def sentence_nli(runner, record: SpanRecord, offsets: list[tuple[int, int]], es: ExplainerSettings) -> np.ndarray:
     """Per answer token: (1 - max P(entailment), max P(contradiction)) of its sentence over its premises."""
-    answer, context, question = record["answer"], record["context"], record.get("question") or ""
+    answer, context, question = record.answer, record.context, record.question or ""
     from inference.spans import tokenize_segment
 
     tok = runner.tokenizer
@@ -96,9 +97,9 @@ def sentence_nli(runner, record: dict, offsets: list[tuple[int, int]], es: Expla
     return out
 
 
-def features(scorer: str, rec: dict, pred, nli: np.ndarray) -> np.ndarray:
+def features(scorer: str, rec: SpanRecord, pred, nli: np.ndarray) -> np.ndarray:
     sc = pred.scores
-    det = design_matrix(sc.model_probs, sc.grounding, rec.get("task_type"), DEFAULT_COMBINER_FEATURES)
+    det = design_matrix(sc.model_probs, sc.grounding, rec.task_type, DEFAULT_COMBINER_FEATURES)
     if scorer == "detector":
         return det
     task = det[:, -3:]  # the task-type indicators (last in DEFAULT_COMBINER_FEATURES)
@@ -115,9 +116,8 @@ def _scored(rows, probs_of, threshold: float, hm: DetectorSettings) -> list[Scor
     for (rec, pred, _), probs in zip(rows, probs_of):
         sc = pred.scores
         scores = DetectorScores(sc.answer_offsets, sc.model_probs, probs, sc.grounding, sc.windows, sc.task_type)
-        spans = scores_to_spans(rec["answer"], scores, hm, None, threshold=threshold)
-        items.append(Scored(rec.get("task_type"), rec["spans"], spans,
-                            token_labels(rec["answer"], sc.answer_offsets, rec["spans"]),
+        spans = scores_to_spans(rec.answer, scores, hm, None, threshold=threshold)
+        items.append(Scored(rec.task_type, rec.spans, spans, token_labels(rec.answer, sc.answer_offsets, rec.spans),
                             [int(x >= threshold) for x in probs]))
     return items
 
@@ -130,7 +130,7 @@ def cross_fit(folds: list[FoldData], scorer: str, hm: DetectorSettings) -> list[
     for held in folds:
         train_rows = [row for fd in folds if fd is not held for row in _usable(fd)]
         x = np.concatenate([features(scorer, r, p, n) for r, p, n in train_rows])
-        y = np.concatenate([token_labels(r["answer"], p.scores.answer_offsets, r["spans"]) for r, p, _ in train_rows])
+        y = np.concatenate([token_labels(r.answer, p.scores.answer_offsets, r.spans) for r, p, _ in train_rows])
         lr = LogisticRegression(max_iter=2000).fit(x, y)
 
         def probs(rows, lr=lr):

@@ -32,6 +32,7 @@ import numpy as np
 
 from inference.formatting import nli_pair
 from inference.labels import EXPLAINER_LABELS
+from training.data.records import PairRecord
 from training.metrics import classification_metrics
 
 log = logging.getLogger("halugate.eval.explainer")
@@ -100,13 +101,13 @@ def binary_metrics(supported_true, supported_pred, score, groups=None) -> dict:
 
 # ---- scoring -------------------------------------------------------------------------------------------------
 
-def score_three_way(model, rows: list[dict], perm: list[int], args) -> tuple[dict, np.ndarray]:
+def score_three_way(model, rows: list[PairRecord], perm: list[int], args) -> tuple[dict, np.ndarray]:
     from training.predict import predict_proba
 
-    probs = predict_proba(model, [r["premise"] for r in rows], [r["hypothesis"] for r in rows],
+    probs = predict_proba(model, [r.premise for r in rows], [r.hypothesis for r in rows],
                           batch_size=args.batch_size, max_length=args.max_length, device=args.device,
                           desc=args.current)[:, perm]
-    y = [r["label"] for r in rows]
+    y = [r.label for r in rows]
     return classification_metrics(y, probs.argmax(-1), EXPLAINER_LABELS), probs
 
 
@@ -122,17 +123,17 @@ def grounding_windows(tokenizer, premise: str, hypothesis: str, max_length: int,
     return [p.text for p in found.pick(max_windows, max_sentences)]
 
 
-def score_binary(model, rows: list[dict], perm: list[int], args) -> tuple[dict, list[dict]]:
+def score_binary(model, rows: list[PairRecord], perm: list[int], args) -> tuple[dict, list[dict]]:
     from inference.explain import combine_nli
     from training.predict import load_classifier, predict_proba
 
     _, tokenizer, _ = load_classifier(str(model), args.device)
     flat_p, flat_h, owner = [], [], []
     for i, r in enumerate(rows):
-        for w in grounding_windows(tokenizer, r["premise"], r["hypothesis"], args.max_length,
+        for w in grounding_windows(tokenizer, r.premise, r.hypothesis, args.max_length,
                                    args.max_premise_windows, getattr(args, "max_premise_sentences", 0)):
             flat_p.append(w)
-            flat_h.append(r["hypothesis"])
+            flat_h.append(r.hypothesis)
             owner.append(i)
     probs = predict_proba(model, flat_p, flat_h, batch_size=args.batch_size, max_length=args.max_length,
                           device=args.device, desc=args.current)[:, perm]
@@ -144,9 +145,9 @@ def score_binary(model, rows: list[dict], perm: list[int], args) -> tuple[dict, 
         verdicts.append(label)
         scores.append(float(p[:, 0].max()))
         details.append({"windows": len(p), "verdict": label, "confidence": conf})
-    gold = [r["label"] == 0 for r in rows]
+    gold = [r.label == 0 for r in rows]
     m = binary_metrics(gold, [v == "entailment" for v in verdicts], scores,
-                       groups=[r.get("domain") or r["source"] for r in rows])
+                       groups=[r.meta.get("domain") or r.source for r in rows])
     m["windows_per_example"] = float(np.mean([d["windows"] for d in details])) if details else 0.0
     m["verdicts"] = {lab: verdicts.count(lab) for lab in EXPLAINER_LABELS}
     return m, [{**d, "p_entailment": s} for d, s in zip(details, scores)]
@@ -154,17 +155,18 @@ def score_binary(model, rows: list[dict], perm: list[int], args) -> tuple[dict, 
 
 # ---- data ----------------------------------------------------------------------------------------------------
 
-def load_set(name: str, model: str, data_dir) -> list[dict]:
-    from training.data.base import get_adapter, read_jsonl
+def load_set(name: str, model: str, data_dir) -> list[PairRecord]:
+    from training.data.base import get_adapter, numbered_jsonl
 
     if name == RUN_TEST:
         path = Path(model) / "test.jsonl"
         if not path.is_file():
             raise FileNotFoundError(f"{path} not found (only run dirs written by training.explainer have it)")
-        return [r for r in read_jsonl(path) if r["label"] in (0, 1, 2)]
-    rows = get_adapter(name).load(data_dir)
+        rows = [PairRecord.from_dict(r, f"{path}:{i}") for i, r in numbered_jsonl(path)]
+        return [r for r in rows if r.label in (0, 1, 2)]
+    rows = get_adapter(name, kind="nli").load(data_dir)
     for r in rows:
-        r["premise"], r["hypothesis"] = nli_pair(r["premise"], r["hypothesis"])
+        r.premise, r.hypothesis = nli_pair(r.premise, r.hypothesis)
     return rows
 
 
@@ -354,11 +356,11 @@ def main(argv=None) -> dict:
             args.current = name
             if kind == "three_way":
                 m, probs = score_three_way(args.model, rows, perm, args)
-                preds = [{"set": name, "i": i, "gold": r["label"], "pred": int(p.argmax()),
+                preds = [{"set": name, "i": i, "gold": r.label, "pred": int(p.argmax()),
                           "probs": [round(float(x), 4) for x in p]} for i, (r, p) in enumerate(zip(rows, probs))]
             else:
                 m, details = score_binary(args.model, rows, perm, args)
-                preds = [{"set": name, "i": i, "gold_supported": r["label"] == 0, **d}
+                preds = [{"set": name, "i": i, "gold_supported": r.label == 0, **d}
                          for i, (r, d) in enumerate(zip(rows, details))]
             m.update(kind=kind, sampled_from=sampled_from)
             sets[name] = m

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from inference.formatting import sentinel_text
 from inference.labels import SENTINEL_LABELS
+from training.data.records import PromptRecord
 from training.hardware import hardware
 from training.metrics import classification_metrics
 
@@ -43,10 +44,10 @@ def parse_label(value, where: str) -> int:
                     f"{SENTINEL_LABELS[0]} or {SENTINEL_LABELS[1]})")
 
 
-def load_records(specs: list[str], data_dir: str | None) -> list[dict]:
+def load_records(specs: list[str], data_dir: str | None) -> list[PromptRecord]:
     from training.data.base import DataError, get_adapter, numbered_jsonl
 
-    records: list[dict] = []
+    records: list[PromptRecord] = []
     for spec in specs:
         path = Path(spec)
         if path.suffix == ".jsonl" or path.is_file():
@@ -62,7 +63,7 @@ def load_records(specs: list[str], data_dir: str | None) -> list[dict]:
                     raise DataError(f"{path}:{i}: field 'text': expected a non-empty string, got {r['text']!r}")
                 r["label"] = parse_label(r["label"], f"{path}:{i}")
                 r.setdefault("source", path.stem)
-                records.append(r)
+                records.append(PromptRecord.from_dict(r, f"{path}:{i}"))
         else:
             records.extend(get_adapter(spec).load(data_dir))
     return records
@@ -96,12 +97,12 @@ def main(argv=None) -> int:
         return 2
     load_classifier(str(model_dir), "auto")  # cached (same key as predict_proba): the timing is inference only
     started = time.perf_counter()
-    probs = predict_proba(str(model_dir), [sentinel_text(r["text"]) for r in records],
+    probs = predict_proba(str(model_dir), [sentinel_text(r.text) for r in records],
                           batch_size=args.batch_size, max_length=args.max_length)
     seconds = time.perf_counter() - started
     y_pred = (probs[:, 1] > args.threshold).astype(int)
-    metrics = classification_metrics([int(r["label"]) for r in records], y_pred, SENTINEL_LABELS,
-                                     groups=[r["source"] for r in records])
+    metrics = classification_metrics([int(r.label) for r in records], y_pred, SENTINEL_LABELS,
+                                     groups=[r.source for r in records])
     metrics.update({"model": str(model_dir), "data": specs, "threshold": args.threshold,
                     "seconds": round(seconds, 2), "ms_per_prompt": round(1000 * seconds / len(records), 2),
                     "batch_size": args.batch_size, "hardware": hardware()})
@@ -109,7 +110,7 @@ def main(argv=None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
     with open(out / "predictions.jsonl", "w", encoding="utf-8") as fh:
-        fh.writelines(json.dumps({**r, "p_fact_check_needed": round(float(pr), 6)}, ensure_ascii=False) + "\n" for r, pr in zip(records, probs[:, 1]))
+        fh.writelines(json.dumps({**r.to_dict(), "p_fact_check_needed": round(float(pr), 6)}, ensure_ascii=False) + "\n" for r, pr in zip(records, probs[:, 1]))
     print(f"accuracy {metrics['accuracy']:.4f}  macro-F1 {metrics['macro_f1']:.4f}  n={metrics['n']}  "
           f"({metrics['ms_per_prompt']:.1f} ms/prompt at batch {args.batch_size}, PyTorch)  -> {out}")
     for src, m in metrics["per_source_accuracy"].items():

@@ -133,7 +133,7 @@ def run(argv=None) -> int:
         table = count_table({"train": train, "dev": dev, "heldout": held}, SENTINEL_LABELS)
         print(f"== fold {fold.name}: hold out {', '.join(fold.heldout_sources)}\n{table}", flush=True)
         t0 = time.time()
-        metrics = run_sequence_classification(fcfg, train, dev, held, SENTINEL_LABELS, table, text_fields=("text",),
+        metrics = run_sequence_classification(fcfg, train, dev, held, SENTINEL_LABELS, table,
                                               post_eval=make_post_eval(fcfg, ood))
         results[fold.name] = fold_result(fold, metrics, time.time() - t0)
         if not loso.keep_models:

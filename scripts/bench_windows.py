@@ -37,7 +37,7 @@ def parse_plans(text: str) -> list[tuple[int, int]]:
     return plans
 
 
-def window_key(gate, rec: dict) -> tuple:
+def window_key(gate, rec) -> tuple:
     """The context-token ranges of the windows the gate would run for a record (its input to the model)."""
     from training.detector_scoring import _input
 

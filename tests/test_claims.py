@@ -27,6 +27,7 @@ from eval.claims.compare import agreement, compare_rows, run_comparison
 from eval.claims.extract import validate_claims
 from tests.halurate_fakes import FakeNLI, fake_gate
 from tests.loopback import OpenAIEmulator, Reply
+from training.data.records import SpanRecord
 
 CONTEXT = ("The Eiffel Tower is in Paris. It was completed in 1889. Gustave Eiffel's company designed and built "
            "the tower.")
@@ -343,12 +344,12 @@ def test_run_comparison_with_rule_based_models(minilm_dir):
     gate = fake_gate(minilm_dir, sentinel=False)
     checker = ClaimChecker(SentenceClaimExtractor(), NLIVerifier(FakeNLI(minilm_dir)))
     recs = [
-        {"id": "r1", "context": CONTEXT, "question": "Where?", "answer": "The Eiffel Tower is in Berlin.",
-         "spans": [{"start": 22, "end": 28}], "task_type": "QA"},
-        {"id": "r2", "context": CONTEXT, "question": "Where?", "answer": "The Eiffel Tower is in Paris.",
-         "spans": [], "task_type": "QA"},
-        {"id": "r3", "context": CONTEXT, "question": None, "answer": "The Eiffel Tower is painted red.",
-         "spans": [{"start": 20, "end": 31}], "task_type": "Summary"},
+        SpanRecord(id="r1", context=CONTEXT, question="Where?", answer="The Eiffel Tower is in Berlin.",
+                   spans=[{"start": 22, "end": 28}], task_type="QA"),
+        SpanRecord(id="r2", context=CONTEXT, question="Where?", answer="The Eiffel Tower is in Paris.",
+                   spans=[], task_type="QA"),
+        SpanRecord(id="r3", context=CONTEXT, question=None, answer="The Eiffel Tower is painted red.",
+                   spans=[{"start": 20, "end": 31}], task_type="Summary"),
     ]
     rows, m = run_comparison(recs, gate, checker, batch_size=2)
     assert [(r["detector"], r["claims"], r["gold"]) for r in rows] == [(1, 1, 1), (0, 0, 0), (0, 1, 1)]

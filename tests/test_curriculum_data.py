@@ -21,6 +21,7 @@ from training.data.curriculum import (
     window_premise,
 )
 from training.data.nli import EVAL_SETS, NOT_ENTAILMENT
+from training.data.records import PairRecord
 from training.explainer import (
     ExplainerConfig,
     ExplainerData,
@@ -34,7 +35,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def labels(name: str, root: Path) -> list[int]:
-    return [r["label"] for r in get_adapter(name).load(root)]
+    return [r.label for r in get_adapter(name).load(root)]
 
 
 # ---- Curriculum adapter --------------------------------------------------------------------------------------
@@ -54,8 +55,9 @@ def test_three_way_and_two_way_label_mappings(tmp_path):
     assert labels("curriculum_boolean", root) == [E, N, C]
     assert labels("curriculum_logiqa", root) == [E, X]   # entailed / not-entailed -> two-way loss mask
     rec = get_adapter("curriculum_boolean").load(root)[0]
-    assert rec["source"] == "curriculum_boolean" and rec["domain"] == "boolean"
-    assert rec["pair_id"] == "curriculum:boolean:train:0"
+    assert isinstance(rec, PairRecord)
+    assert rec.source == "curriculum_boolean" and rec.meta["domain"] == "boolean"
+    assert rec.meta["pair_id"] == "curriculum:boolean:train:0"
 
 
 def test_monotonicity_infer_quirk_neutral_is_not_entailed_and_val_is_never_read(tmp_path):
@@ -97,7 +99,7 @@ def test_control_premises_are_windowed_to_the_sentences_closest_to_the_hypothesi
     assert window_premise("Short premise.", hyp, CONTROL_PREMISE_WORDS) == "Short premise."
     write_task_zip(tmp_path, "control", [(premise, hyp, "entailment")])
     rec = get_adapter("curriculum_control").load(tmp_path)[0]
-    assert rec["premise"] == out and rec["label"] == E
+    assert rec.premise == out and rec.label == E
 
 
 # ---- CAD and WiCE --------------------------------------------------------------------------------------------
@@ -105,9 +107,9 @@ def test_control_premises_are_windowed_to_the_sentences_closest_to_the_hypothesi
 def test_cad_is_three_way_train_only_with_its_original_item(tmp_path):
     root = write_nli_data(tmp_path)
     rows = get_adapter("cad_snli").load(root)
-    assert [r["label"] for r in rows] == [E, N, C, N, C]
-    assert [r["item"] for r in rows] == ["cad:0"] * 5 and all(r["train_only"] for r in rows)
-    train, dev, test = split_records([{**r, "source": "cad_snli"} for r in rows], ExplainerData(
+    assert [r.label for r in rows] == [E, N, C, N, C]
+    assert [r.meta["item"] for r in rows] == ["cad:0"] * 5 and all(r.meta["train_only"] for r in rows)
+    train, dev, test = split_records([r.replace(source="cad_snli") for r in rows], ExplainerData(
         sources=[SourceSpec("cad_snli")]).split, seed=0)
     assert len(train) == 5 and not dev and not test
 
@@ -115,8 +117,8 @@ def test_cad_is_three_way_train_only_with_its_original_item(tmp_path):
 def test_wice_claims_against_the_cited_page(tmp_path):
     root = write_nli_data(tmp_path)
     rows = get_adapter("wice_test").load(root)
-    assert [r["label"] for r in rows] == [E, X, X]
-    assert rows[0]["premise"] == "The tower was built 1887-1889.\nIt is 330 meters tall."  # meta line dropped
+    assert [r.label for r in rows] == [E, X, X]
+    assert rows[0].premise == "The tower was built 1887-1889.\nIt is 330 meters tall."  # meta line dropped
     assert EVAL_SETS["wice_test"] == "binary" and EVAL_SETS["med"] == "binary"
 
 
@@ -131,7 +133,7 @@ def test_planted_evaluation_pairs_in_new_sources_are_removed_and_counted(tmp_pat
     assert info["sources"]["curriculum_monotonicity_infer"]["eval_overlap"] == 1
     assert info["sources"]["cad_snli"]["eval_overlap"] == 1
     assert info["eval_overlap_removed"] == 2
-    assert "No delegate finished the report on time." not in {r["premise"] for r in records}
+    assert "No delegate finished the report on time." not in {r.premise for r in records}
     assert {"med", "wice_test", "snli_test"} <= set(info["eval_sets"])
     out = capsys.readouterr().out
     assert "removed 2 training pairs that appear in an evaluation set (curriculum_monotonicity_infer: 1, " \
@@ -190,6 +192,6 @@ def test_real_curriculum_zips(data_dir):
     mono = labels("curriculum_monotonicity_infer", data_dir)
     assert len(mono) == 35891 and set(mono) == {E, X}
     control = get_adapter("curriculum_control").load(data_dir)
-    assert len(control) == 6719 and max(len(r["premise"].split()) for r in control) <= CONTROL_PREMISE_WORDS
+    assert len(control) == 6719 and max(len(r.premise.split()) for r in control) <= CONTROL_PREMISE_WORDS
     assert len(get_adapter("cad_snli").load(data_dir)) == 8330
     assert len(get_adapter("wice_test").load(data_dir)) == 358

@@ -6,6 +6,7 @@ import pytest
 
 from training.data.base import DataError, get_adapter
 from training.data.prep import check_classes, count_table, dedup, length_filter, stratified_split
+from training.data.records import PromptRecord
 
 
 @pytest.fixture()
@@ -36,17 +37,17 @@ def fixture_dir(tmp_path):
 
 def test_prompt_adapters_read_local_layout(fixture_dir):
     nq = get_adapter("nq_open").load(fixture_dir)
-    assert len(nq) == 9 and all(r["label"] == 1 and r["source"] == "nq_open" for r in nq)
+    assert len(nq) == 9 and all(isinstance(r, PromptRecord) and r.label == 1 and r.source == "nq_open" for r in nq)
     wp = get_adapter("writingprompts").load(fixture_dir)
-    assert [r["text"] for r in wp] == ["A dragon opens a bakery, and it's great.", "The moon quits."]
-    assert all(r["label"] == 0 for r in wp)
+    assert [r.text for r in wp] == ["A dragon opens a bakery, and it's great.", "The moon quits."]
+    assert all(r.label == 0 for r in wp)
 
 
 def test_written_rules_select_rows(fixture_dir):
     wiz = get_adapter("wizardlm_nonfactual").load(fixture_dir)
-    assert [r["text"] for r in wiz] == ["Write a poem about rain."]
+    assert [r.text for r in wiz] == ["Write a poem about rain."]
     alp = get_adapter("alpaca").load(fixture_dir)
-    assert [r["text"] for r in alp] == ["Write a haiku about autumn.", "Rewrite this sentence.\n\nThe cat sat."]
+    assert [r.text for r in alp] == ["Write a haiku about autumn.", "Rewrite this sentence.\n\nThe cat sat."]
 
 
 def test_missing_files_are_listed(tmp_path):
@@ -79,15 +80,15 @@ def test_hub_only_adapter_without_datasets_access_fails_clearly(monkeypatch):
 
 
 def test_dedup_and_length_filter():
-    recs = [{"text": "Who wrote Hamlet?"}, {"text": "who  wrote hamlet?"}, {"text": "hi"}]
-    kept, removed = dedup(recs, key=lambda r: r["text"])
-    assert removed == 1 and [r["text"] for r in kept] == ["Who wrote Hamlet?", "hi"]
-    kept, removed = length_filter(kept, lambda r: r["text"], min_chars=3)
+    recs = [PromptRecord("Who wrote Hamlet?"), PromptRecord("who  wrote hamlet?"), PromptRecord("hi")]
+    kept, removed = dedup(recs, key=lambda r: r.text)
+    assert removed == 1 and [r.text for r in kept] == ["Who wrote Hamlet?", "hi"]
+    kept, removed = length_filter(kept, lambda r: r.text, min_chars=3)
     assert removed == 1 and len(kept) == 1
 
 
 def _records(n_per=20):
-    return [{"text": f"{src} {lab} {i}", "label": lab, "source": src}
+    return [PromptRecord(f"{src} {lab} {i}", lab, src)
             for src in ("a", "b") for lab in (0, 1) for i in range(n_per)]
 
 
@@ -95,13 +96,13 @@ def test_stratified_split_is_deterministic_and_stratified():
     recs = _records()
     s1 = stratified_split(recs, (0.8, 0.1, 0.1), seed=7)
     s2 = stratified_split(list(reversed(recs)), (0.8, 0.1, 0.1), seed=7)
-    assert [[r["text"] for r in part] for part in s1] == [[r["text"] for r in part] for part in s2]
+    assert [[r.text for r in part] for part in s1] == [[r.text for r in part] for part in s2]
     train, dev, test = s1
     assert (len(train), len(dev), len(test)) == (64, 8, 8)
     for part in (dev, test):  # every (source, label) stratum is present in each split
-        assert {(r["source"], r["label"]) for r in part} == {("a", 0), ("a", 1), ("b", 0), ("b", 1)}
+        assert {(r.source, r.label) for r in part} == {("a", 0), ("a", 1), ("b", 0), ("b", 1)}
     other = stratified_split(recs, (0.8, 0.1, 0.1), seed=8)[2]
-    assert {r["text"] for r in other} != {r["text"] for r in test}
+    assert {r.text for r in other} != {r.text for r in test}
 
 
 def test_count_table_and_empty_class():
@@ -112,7 +113,7 @@ def test_count_table_and_empty_class():
     assert row.split()[-1] == "10"
     assert table.splitlines()[-1].split()[-1] == "40"
     with pytest.raises(DataError, match=r"class POS has no examples after filtering \(NEG=3, POS=0\)"):
-        check_classes([{"label": 0}] * 3, ["NEG", "POS"], "sentinel data")
+        check_classes([PromptRecord("x", 0)] * 3, ["NEG", "POS"], "sentinel data")
 
 
 def test_real_prompt_sources_load(data_dir):
@@ -120,7 +121,8 @@ def test_real_prompt_sources_load(data_dir):
                  "self_instruct", "wizardlm_nonfactual", "truthfulqa"):
         rows = get_adapter(name).load(data_dir)
         assert len(rows) > 50, name
-        assert all(isinstance(r["text"], str) and r["text"] and r["label"] in (0, 1) for r in rows), name
+        assert all(isinstance(r, PromptRecord) and isinstance(r.text, str) and r.text and r.label in (0, 1)
+                   for r in rows), name
 
 
 def test_registry_imports_every_module_of_the_data_package():

@@ -5,6 +5,7 @@ import json
 import pytest
 
 from training.data.base import DataError
+from training.data.records import SpanRecord
 from training.data.spans import (
     SpanDataReport,
     clean_span_records,
@@ -34,8 +35,8 @@ def _pairs(n=40):
     out = []
     for i in range(n):
         ctx, ans = CONTEXTS[i % len(CONTEXTS)]
-        out.append({"id": f"p{i:03d}", "context": ctx, "question": "What happened?", "answer": ans,
-                    "spans": [], "task_type": "QA", "source": "fixture"})
+        out.append(SpanRecord(id=f"p{i:03d}", context=ctx, question="What happened?", answer=ans,
+                              spans=[], task_type="QA", source="fixture"))
     return out
 
 
@@ -43,51 +44,52 @@ def _pairs(n=40):
 
 def test_synthetic_spans_match_the_answer_text():
     out, stats = generate_synthetic(_pairs(80), seed=7, faithful_fraction=0.25, max_edits=2)
-    hallucinated = [r for r in out if r["spans"]]
+    hallucinated = [r for r in out if r.spans]
     assert hallucinated and len(out) == 80 - stats["no_transform_applicable"]
     for r in hallucinated:
-        assert r["label"] == 1
-        for s in r["spans"]:
-            assert r["answer"][s["start"]:s["end"]] == s["text"] and s["end"] > s["start"]
+        assert r.label == 1
+        for s in r.spans:
+            assert r.answer[s["start"]:s["end"]] == s["text"] and s["end"] > s["start"]
             assert s["text"].strip() == s["text"]
             assert s["label_type"].startswith("synthetic:")
-        assert r["answer"] != next(p["answer"] for p in _pairs(80) if p["id"] == r["origin_id"])
+        assert r.answer != next(p.answer for p in _pairs(80) if p.id == r.meta["origin_id"])
     assert set(TRANSFORMS) <= set(stats)  # every transformation fired on this fixture
 
 
 def test_synthetic_is_deterministic_and_order_independent():
     a, _ = generate_synthetic(_pairs(), seed=3)
     b, _ = generate_synthetic(list(reversed(_pairs())), seed=3)
-    assert sorted(a, key=lambda r: r["id"]) == sorted(b, key=lambda r: r["id"])
+    assert sorted(a, key=lambda r: r.id) == sorted(b, key=lambda r: r.id)
     c, _ = generate_synthetic(_pairs(), seed=4)
-    assert [r["answer"] for r in sorted(a, key=lambda r: r["id"])] != \
-        [r["answer"] for r in sorted(c, key=lambda r: r["id"])]
+    assert [r.answer for r in sorted(a, key=lambda r: r.id)] != \
+        [r.answer for r in sorted(c, key=lambda r: r.id)]
     # edits that draw nothing from the corpus do not change when pairs are added
     local = ["number", "date", "negation"]
     a, _ = generate_synthetic(_pairs(), seed=3, transforms=local)
-    more, _ = generate_synthetic(_pairs() + [dict(_pairs(1)[0], id="zzz", context="Other text.")], seed=3,
+    more, _ = generate_synthetic(_pairs() + [_pairs(1)[0].replace(id="zzz", context="Other text.")], seed=3,
                                  transforms=local)
-    assert {r["id"]: r for r in more if r["origin_id"] != "zzz"} == {r["id"]: r for r in a}
+    assert {r.id: r for r in more if r.meta["origin_id"] != "zzz"} == {r.id: r for r in a}
 
 
 def test_held_out_faithful_answers_stay_unmodified():
     pairs = _pairs(100)
     out, stats = generate_synthetic(pairs, seed=11, faithful_fraction=0.4)
-    faithful = [r for r in out if r["synthetic"] == "faithful"]
+    faithful = [r for r in out if r.meta["synthetic"] == "faithful"]
     assert 25 <= len(faithful) <= 55 and stats["faithful_kept"] == len(faithful)
-    by_id = {p["id"]: p for p in pairs}
+    by_id = {p.id: p for p in pairs}
     for r in faithful:
-        assert r["spans"] == [] and r["label"] == 0 and r["answer"] == by_id[r["origin_id"]]["answer"]
-    origins = [r["origin_id"] for r in out]
+        assert r.spans == [] and r.label == 0 and r.answer == by_id[r.meta["origin_id"]].answer
+    origins = [r.meta["origin_id"] for r in out]
     assert len(origins) == len(set(origins))  # a held-out pair never also yields a hallucinated copy
-    assert all(r["synthetic"] == "faithful" for r in generate_synthetic(pairs, seed=1, faithful_fraction=1.0)[0])
+    assert all(r.meta["synthetic"] == "faithful"
+               for r in generate_synthetic(pairs, seed=1, faithful_fraction=1.0)[0])
 
 
 def test_synthetic_skips_inputs_that_already_have_spans_and_rejects_unknown_transforms():
     pairs = _pairs(4)
-    pairs[0]["spans"] = [{"start": 0, "end": 3, "text": "The"}]
+    pairs[0].spans = [{"start": 0, "end": 3, "text": "The"}]
     out, stats = generate_synthetic(pairs, seed=1)
-    assert stats["skipped_not_faithful"] == 1 and "p000" not in {r["origin_id"] for r in out}
+    assert stats["skipped_not_faithful"] == 1 and "p000" not in {r.meta["origin_id"] for r in out}
     with pytest.raises(ValueError, match="unknown synthetic transforms"):
         generate_synthetic(pairs, transforms=["teleport"])
 
@@ -97,9 +99,9 @@ def test_each_transform_alone(transform):
     out, stats = generate_synthetic(_pairs(12), seed=5, faithful_fraction=0.0, transforms=[transform])
     assert stats[transform] > 0
     for r in out:
-        assert r["synthetic"] == transform
-        for s in r["spans"]:
-            assert r["answer"][s["start"]:s["end"]] == s["text"]
+        assert r.meta["synthetic"] == transform
+        for s in r.spans:
+            assert r.answer[s["start"]:s["end"]] == s["text"]
 
 
 # ---- bad input is reported, with ids ----------------------------------------------------------------------
@@ -119,9 +121,9 @@ def test_bad_records_are_reported_with_ids_and_counted():
     ]
     report = SpanDataReport()
     kept = clean_span_records(recs, "fixture", report)
-    assert [r["id"] for r in kept] == ["ok", "overlap", "fixture-7", "task"]
-    assert kept[0]["label"] == 1 and kept[0]["spans"][0]["text"] == "Germany" and kept[2]["label"] == 0
-    assert kept[1]["spans"] == [{"start": 0, "end": 8, "text": "abcdefgh"}]
+    assert [r.id for r in kept] == ["ok", "overlap", "fixture-7", "task"]
+    assert kept[0].label == 1 and kept[0].spans[0]["text"] == "Germany" and kept[2].label == 0
+    assert kept[1].spans == [{"start": 0, "end": 8, "text": "abcdefgh"}]
     info = report.to_dict()["fixture"]
     assert info["kept"] == 4 and info["dropped"] == 5
     problems = {p: d["ids"] for p, d in info["problems"].items()}
@@ -140,7 +142,7 @@ def test_context_optional_when_the_source_has_none():
     report = SpanDataReport()
     kept = clean_span_records([{"id": "q", "question": "why?", "answer": "because", "spans": []}], "hq", report,
                               require_context=False)
-    assert kept[0]["context"] == "" and report.to_dict()["hq"]["dropped"] == 0
+    assert kept[0].context == "" and report.to_dict()["hq"]["dropped"] == 0
 
 
 def test_diff_spans_and_extractive_answers():
@@ -170,12 +172,12 @@ def test_training_refuses_evaluation_only_sets():
 def test_group_split_keeps_a_context_in_one_split():
     from training.detector import group_split
 
-    recs = [dict(p, id=f"{p['id']}-{k}") for p in _pairs(40) for k in range(2)]
+    recs = [p.replace(id=f"{p.id}-{k}") for p in _pairs(40) for k in range(2)]
     for i, r in enumerate(recs):
-        r["context"] = f"{r['context']} doc {i // 4}"
+        r.context = f"{r.context} doc {i // 4}"
     train, dev, test = group_split(recs, (0.6, 0.2, 0.2), seed=1)
     assert len(train) + len(dev) + len(test) == len(recs) and dev and test
-    ctx = [{r["context"] for r in part} for part in (train, dev, test)]
+    ctx = [{r.context for r in part} for part in (train, dev, test)]
     assert not (ctx[0] & ctx[1]) and not (ctx[0] & ctx[2]) and not (ctx[1] & ctx[2])
     assert group_split(recs, (0.6, 0.2, 0.2), seed=1) == (train, dev, test)
 
@@ -188,16 +190,16 @@ def test_ragtruth_test_subset_both_files(data_dir):
     recs = load_span_source("ragtruth_test_subset", data_dir, report)
     info = report.to_dict()["ragtruth_test_subset"]
     # 527 + 302 responses (the sources of a kept-back evaluation set were removed): 611 with a context
-    assert len(recs) == 611 and info["kept"] == 611 and len({r["source_id"] for r in recs}) == 234
+    assert len(recs) == 611 and info["kept"] == 611 and len({r.meta["source_id"] for r in recs}) == 234
     assert info["problems"]["missing context"]["count"] == 156  # test_balanced QA rows ship no passages
     assert info["problems"]["duplicate_id (kept the gpt_baseline_predictions copy)"]["count"] == 62
-    assert {r["task_type"] for r in recs} == {"QA", "Summary", "Data2txt"}
-    assert all(r["question"] for r in recs if r["task_type"] == "QA")
-    assert all(r["context"].startswith("{") for r in recs if r["task_type"] == "Data2txt")
+    assert {r.task_type for r in recs} == {"QA", "Summary", "Data2txt"}
+    assert all(r.question for r in recs if r.task_type == "QA")
+    assert all(r.context.startswith("{") for r in recs if r.task_type == "Data2txt")
     for r in recs:
-        for s in r["spans"]:
-            assert r["answer"][s["start"]:s["end"]] == s["text"]
-    assert sum(r["label"] for r in recs) == 236
+        for s in r.spans:
+            assert r.answer[s["start"]:s["end"]] == s["text"]
+    assert sum(r.label for r in recs) == 236
 
 
 @pytest.mark.data
@@ -207,11 +209,11 @@ def test_training_sources_load(data_dir, name, minimum):
     report = SpanDataReport()
     recs = load_span_source(name, data_dir, report)
     assert len(recs) >= minimum
-    assert any(r["label"] for r in recs) or name == "dolly_extractive"
+    assert any(r.label for r in recs) or name == "dolly_extractive"
     for r in recs[:500]:
-        assert r["source"] == name and isinstance(r["answer"], str) and r["answer"].strip()
-        for s in r["spans"]:
-            assert r["answer"][s["start"]:s["end"]] == s["text"]
+        assert r.source == name and isinstance(r.answer, str) and r.answer.strip()
+        for s in r.spans:
+            assert r.answer[s["start"]:s["end"]] == s["text"]
 
 
 def test_ragtruth_original_schema_from_a_local_download(tmp_path):
@@ -235,15 +237,15 @@ def test_ragtruth_original_schema_from_a_local_download(tmp_path):
     (folder / "source_info.jsonl").write_text("\n".join(json.dumps(s) for s in sources) + "\n")
     report = SpanDataReport()
     train = load_span_source("ragtruth_train", tmp_path, report)
-    assert [r["id"] for r in train] == ["ragtruth-10", "ragtruth-11"]
+    assert [r.id for r in train] == ["ragtruth-10", "ragtruth-11"]
     qa = train[0]
-    assert (qa["task_type"], qa["question"], qa["context"]) == ("QA", "how tall is it", "passage 1: The tower is 330 m tall.")
-    assert qa["spans"] == [{"start": 6, "end": 11, "text": "500 m", "label_type": "Evident Conflict"}]
+    assert (qa.task_type, qa.question, qa.context) == ("QA", "how tall is it", "passage 1: The tower is 330 m tall.")
+    assert qa.spans == [{"start": 6, "end": 11, "text": "500 m", "label_type": "Evident Conflict"}]
     assert report.to_dict()["ragtruth_train"]["problems"]["missing_source_info"]["ids"] == ["ragtruth-13"]
     test = load_span_source("ragtruth_test", tmp_path, SpanDataReport())
-    assert [r["id"] for r in test] == ["ragtruth-12"] and json.loads(test[0]["context"]) == {"name": "Cafe", "stars": 4}
+    assert [r.id for r in test] == ["ragtruth-12"] and json.loads(test[0].context) == {"name": "Cafe", "stars": 4}
 
     from eval.detector import load_eval_records
 
     recs, _rep = load_eval_records(str(folder))
-    assert [r["id"] for r in recs] == ["ragtruth-12"]
+    assert [r.id for r in recs] == ["ragtruth-12"]

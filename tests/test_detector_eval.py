@@ -6,6 +6,7 @@ import pytest
 from eval.detector import baseline_items, grounding_rule_spans, lexical_spans, whole_answer_span
 from inference.detector_stage import DetectorScores
 from inference.settings import DetectorSettings
+from training.data.records import SpanRecord
 from training.detector_scoring import Prediction, scored_items
 from training.span_metrics import Scored, detection_metrics, example_level, span_level, token_level
 
@@ -59,8 +60,8 @@ def test_detection_metrics_by_task_type():
 
 
 def _record(answer, spans, context="The tower in Paris is 330 metres tall.", question=None, task="QA"):
-    return {"id": answer[:8], "answer": answer, "spans": spans, "context": context, "question": question,
-            "task_type": task}
+    return SpanRecord(id=answer[:8], answer=answer, spans=spans, context=context, question=question,
+                      task_type=task)
 
 
 def _pred(offsets, probs, windows=1):
@@ -78,7 +79,7 @@ def test_reference_baselines():
     offsets = [(0, 3), (4, 9), (10, 12), (13, 16), (17, 23), (24, 28), (29, 32), (33, 40), (41, 45), (45, 46)]
     preds = [_pred(offsets, np.zeros(len(offsets)))]
     everything = baseline_items([rec], preds, "flag_everything")[0]
-    assert everything.pred_tokens == [1] * 10 and everything.pred_spans[0]["end"] == len(rec["answer"])
+    assert everything.pred_tokens == [1] * 10 and everything.pred_spans[0]["end"] == len(rec.answer)
     lex = baseline_items([rec], preds, "lexical")[0]
     assert lex.pred_tokens == [0, 0, 0, 1, 1, 0, 0, 1, 1, 0] and lex.gold_tokens == [0, 0, 0, 1, 1, 0, 0, 0, 0, 0]
 
@@ -106,11 +107,11 @@ def test_a_task_type_gets_its_own_threshold_only_with_enough_of_both_classes():
     from training.detector_scoring import tasks_with_own_threshold
 
     def recs(task, positive, negative):
-        return ([{"task_type": task, "spans": [_sp(0, 1)]}] * positive
-                + [{"task_type": task, "spans": []}] * negative)
+        return ([SpanRecord(context="c", answer="a", task_type=task, spans=[_sp(0, 1)])] * positive
+                + [SpanRecord(context="c", answer="a", task_type=task, spans=[])] * negative)
 
     records = (recs("Data2txt", n, n) + recs("QA", n - 1, 5 * n) + recs("Summary", 5 * n, n - 1)
                + recs(None, n, n))
     chosen = tasks_with_own_threshold(records)
     assert list(chosen) == ["Data2txt"]
-    assert [records[i]["task_type"] for i in chosen["Data2txt"]] == ["Data2txt"] * (2 * n)
+    assert [records[i].task_type for i in chosen["Data2txt"]] == ["Data2txt"] * (2 * n)

@@ -10,6 +10,7 @@ from eval.detector_nli import FoldData, cross_fit, features, sentence_nli
 from inference.detector_stage import DetectorScores
 from inference.grounding import FEATURES
 from inference.settings import DetectorSettings, ExplainerSettings
+from training.data.records import SpanRecord
 from training.detector_scoring import Prediction
 
 CONTEXT = "The Eiffel Tower was built from 1887 to 1889. It is 330 meters tall."
@@ -20,7 +21,8 @@ def test_sentence_nli_marks_the_contradicted_sentence(minilm_dir):
     answer = "It is 330 meters tall. It was built in 1950."
     split = answer.index("It was")
     offsets = [(m.start(), m.end()) for m in __import__("re").finditer(r"\S+", answer)]
-    nli = sentence_nli(runner, {"answer": answer, "context": CONTEXT, "question": None}, offsets, ExplainerSettings())
+    nli = sentence_nli(runner, SpanRecord(answer=answer, context=CONTEXT, question=None), offsets,
+                       ExplainerSettings())
     first = [i for i, (s, _) in enumerate(offsets) if s < split]
     second = [i for i, (s, _) in enumerate(offsets) if s >= split]
     assert np.all(nli[first, 1] < 0.5) and np.all(nli[second, 1] > 0.5)  # P(contradiction) of its sentence
@@ -42,7 +44,7 @@ def _fold(k: int, rng: np.random.Generator, n: int = 30) -> FoldData:
         model = np.clip(0.3 + 0.1 * rng.standard_normal(12), 0.01, 0.99)  # uninformative detector
         signal = np.stack([0.1 + 0.8 * truth, 0.05 + 0.9 * truth], axis=1)  # informative NLI
         scores = DetectorScores(offsets, model, model, np.zeros((12, len(FEATURES))), 1, "QA")
-        records.append({"id": f"{k}-{i}", "answer": answer, "spans": gold, "task_type": "QA"})
+        records.append(SpanRecord(id=f"{k}-{i}", context="", answer=answer, spans=gold, task_type="QA"))
         preds.append(Prediction(scores, []))
         nli.append(signal)
     return FoldData(k, records, preds, {}, nli)

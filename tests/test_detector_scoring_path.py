@@ -8,12 +8,13 @@ from detect_helpers import export_tiny, make_run_dir
 
 from inference.detector_stage import ALL_FEATURES, Calibration, Combiner
 from inference.labels import DETECTOR_LABELS
+from training.data.records import SpanRecord
 
 CTX = ("The Eiffel Tower is a wrought-iron lattice tower in Paris, France. It was built from 1887 to 1889. "
        "The tower is 330 meters tall. ") * 12  # long enough for several 128-token windows
 RECORDS = [
-    {"id": f"r{i}", "context": CTX, "question": q, "answer": a, "task_type": t, "source": "x", "spans": [],
-     "source_id": str(i)}
+    SpanRecord(id=f"r{i}", context=CTX, question=q, answer=a, task_type=t, source="x", spans=[],
+               meta={"source_id": str(i)})
     for i, (q, a, t) in enumerate([
         ("How tall is it?", "The Eiffel Tower was built in 1950 and is about 500 meters tall.", "QA"),
         (None, "A tower in Paris, built 1887 to 1889, 330 meters tall.", "Summary"),
@@ -48,8 +49,8 @@ def test_eval_and_runtime_give_identical_spans(run_dir, tmp_path, backend):
     gate = HaluGate.from_dirs(detector=model, backend=backend, overrides=WINDOW)
     assert gate.detector_calibration.threshold == 0.4
     for rec, p in zip(RECORDS, preds):
-        res = gate.detect_batch([{"context": rec["context"], "question": rec["question"], "answer": rec["answer"],
-                                  "task_type": rec["task_type"]}])[0]
+        res = gate.detect_batch([{"context": rec.context, "question": rec.question, "answer": rec.answer,
+                                  "task_type": rec.task_type}])[0]
         assert res.detector_windows == p.scores.windows > 1
         assert [(s.start, s.end, round(s.confidence, 6)) for s in res.spans] == \
             [(s["start"], s["end"], round(s["confidence"], 6)) for s in p.spans]
@@ -76,12 +77,13 @@ def test_cv_folds_never_share_a_source():
     from eval.detector_cv import fold_of_sources
     from training.detector import group_key
 
-    recs = [{"id": f"{s}-{m}", "source": "ragtruth_test_subset", "source_id": str(s), "context": f"c{s}"}
+    recs = [SpanRecord(id=f"{s}-{m}", source="ragtruth_test_subset", meta={"source_id": str(s)}, context=f"c{s}",
+                       answer="a")
             for s in range(40) for m in range(6)]
     folds = fold_of_sources(recs, 5, seed=42)
     by_source: dict = {}
     for r in recs:
-        by_source.setdefault(r["source_id"], set()).add(folds[group_key(r)])
+        by_source.setdefault(r.meta["source_id"], set()).add(folds[group_key(r)])
     assert all(len(f) == 1 for f in by_source.values())
     sizes = [sum(1 for v in folds.values() if v == k) for k in range(5)]
     assert sizes == [8] * 5 and fold_of_sources(recs, 5, seed=42) == folds
@@ -114,7 +116,7 @@ def test_the_runtime_applies_the_calibrated_smoothing_after_the_combiner(run_dir
     data = json.loads((run_dir / "detector.json").read_text())
     data["calibration"]["smoothing"] = 3
     (smoothed / "detector.json").write_text(json.dumps(data))
-    item = {"context": CTX, "question": "How tall is it?", "answer": RECORDS[0]["answer"], "task_type": "QA"}
+    item = {"context": CTX, "question": "How tall is it?", "answer": RECORDS[0].answer, "task_type": "QA"}
     plain, sm = (HaluGate.from_dirs(detector=d, backend="torch", overrides=WINDOW) for d in (run_dir, smoothed))
     assert sm.detector_calibration.smoothing == 3 and plain.detector_calibration.smoothing == 0
     a, b = (g.score_tokens(g.prepare([item]))[0] for g in (plain, sm))

@@ -9,6 +9,7 @@ import pytest
 
 from eval.sentinel import load_records, main, parse_label
 from training.data.base import DataError
+from training.data.records import PromptRecord
 
 
 def _write(path, rows):
@@ -25,8 +26,9 @@ def test_label_names_and_numbers_are_accepted(tmp_path):
         {"text": "When was Rome founded?", "label": "1"},
     ])
     records = load_records([str(path)], None)
-    assert [r["label"] for r in records] == [1, 0, 1, 0, 1]
-    assert [r["source"] for r in records] == ["prompts", "poems", "prompts", "prompts", "prompts"]
+    assert all(isinstance(r, PromptRecord) for r in records)
+    assert [r.label for r in records] == [1, 0, 1, 0, 1]
+    assert [r.source for r in records] == ["prompts", "poems", "prompts", "prompts", "prompts"]
 
 
 @pytest.mark.parametrize("bad", ["FACT", 2, True, None, "yes"])

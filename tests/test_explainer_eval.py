@@ -11,6 +11,7 @@ import yaml
 from nli_fixtures import write_nli_data
 
 from eval import explainer as ev
+from training.data.records import PairRecord
 
 
 def test_binary_metrics_hand_computed():
@@ -52,7 +53,7 @@ def test_three_way_scoring_reorders_model_columns(monkeypatch):
     # A model whose outputs are ordered (contradiction, neutral, entailment).
     out = np.array([[0.1, 0.2, 0.7], [0.6, 0.3, 0.1], [0.2, 0.5, 0.3], [0.7, 0.2, 0.1]])
     monkeypatch.setattr(tp, "predict_proba", lambda *a, **k: out)
-    rows = [{"premise": "p", "hypothesis": "h", "label": lab} for lab in (0, 2, 1, 0)]
+    rows = [PairRecord("p", "h", lab) for lab in (0, 2, 1, 0)]
     m, probs = ev.score_three_way("m", rows, ev.align_labels(["contradiction", "neutral", "entailment"]), _args())
     assert probs.argmax(-1).tolist() == [0, 2, 1, 2]
     assert m["accuracy"] == pytest.approx(3 / 4)
@@ -73,9 +74,8 @@ def test_grounding_windows_and_verdict(monkeypatch, minilm_dir):
 
     monkeypatch.setattr(tp, "predict_proba", fake_predict)
     long_doc = "The call was long and covered many topics. " * 40 + "Costs were flat."
-    rows = [{"premise": long_doc, "hypothesis": "Costs were flat.", "label": 0, "source": "s", "domain": "d"},
-            {"premise": "The call was long.", "hypothesis": "Costs doubled.", "label": 3, "source": "s",
-             "domain": "d"}]
+    rows = [PairRecord(long_doc, "Costs were flat.", 0, "s", meta={"domain": "d"}),
+            PairRecord("The call was long.", "Costs doubled.", 3, "s", meta={"domain": "d"})]
     windows = ev.grounding_windows(tok, long_doc, "Costs were flat.", 64, 4)
     assert 1 < len(windows) <= 4 and any("Costs were flat" in w for w in windows)
     m, details = ev.score_binary("m", rows, [0, 1, 2], _args())

@@ -15,6 +15,7 @@ from training.data.nli import (
     faithdial_label,
     map_label,
 )
+from training.data.records import PairRecord
 
 E, N, C, X = ENTAILMENT, NEUTRAL, CONTRADICTION, NOT_ENTAILMENT
 
@@ -25,7 +26,7 @@ def fixture_dir(tmp_path_factory):
 
 
 def labels(name, root):
-    return [r["label"] for r in get_adapter(name).load(root)]
+    return [r.label for r in get_adapter(name).load(root)]
 
 
 @pytest.mark.parametrize("name", ["joci", "fracas", "cb"])
@@ -40,32 +41,33 @@ def test_every_record_is_a_stripped_pair_with_a_source(fixture_dir):
     assert len(local) >= 20
     for adapter in local:
         for r in adapter.load(fixture_dir):
-            assert r["source"] == adapter.name
-            assert r["premise"] == r["premise"].strip() and r["hypothesis"] == r["hypothesis"].strip()
-            assert r["label"] in (E, N, C, X), (adapter.name, r)
+            assert isinstance(r, PairRecord), (adapter.name, r)
+            assert r.source == adapter.name
+            assert r.premise == r.premise.strip() and r.hypothesis == r.hypothesis.strip()
+            assert r.label in (E, N, C, X), (adapter.name, r)
 
 
 def test_mnli_snli_csv_drop_no_consensus_rows_and_keep_pair_ids(fixture_dir):
     rows = get_adapter("mnli_dev_matched").load(fixture_dir)
-    assert [r["label"] for r in rows] == [E, N, C, N, C]  # the '-' row is gone
-    assert rows[3]["pair_id"] == f"mnli:{MNLI_DEV_OVERLAP[3]}"
+    assert [r.label for r in rows] == [E, N, C, N, C]  # the '-' row is gone
+    assert rows[3].meta["pair_id"] == f"mnli:{MNLI_DEV_OVERLAP[3]}"
     assert labels("snli_test", fixture_dir) == [E, N, C]
 
 
 def test_anli_letter_labels(fixture_dir):
     for r in (1, 2, 3):
         rows = get_adapter(f"anli_r{r}_dev").load(fixture_dir)
-        assert [x["label"] for x in rows] == [E, N, C]
-        assert rows[0]["pair_id"] == f"anli:u{r}0"
+        assert [x.label for x in rows] == [E, N, C]
+        assert rows[0].meta["pair_id"] == f"anli:u{r}0"
 
 
 def test_sick_train_and_test_parts_are_disjoint(fixture_dir):
     train = get_adapter("sick").load(fixture_dir)
     test = get_adapter("sick_test").load(fixture_dir)
     # SemEval_set cycles TRAIN, TRIAL, TEST over E, N, C rows.
-    assert [r["label"] for r in train] == [E, N, E, N, E, N]
-    assert [r["label"] for r in test] == [C, C, C]
-    assert not {r["pair_id"] for r in train} & {r["pair_id"] for r in test}
+    assert [r.label for r in train] == [E, N, E, N, E, N]
+    assert [r.label for r in test] == [C, C, C]
+    assert not {r.meta["pair_id"] for r in train} & {r.meta["pair_id"] for r in test}
 
 
 def test_two_way_sources_use_the_not_entailment_marker(fixture_dir):
@@ -84,32 +86,32 @@ def test_scitail_not_entailment_is_restored_to_neutral(fixture_dir):
 
 def test_text_cleaning_of_mpe_and_add_one_rte(fixture_dir):
     mpe = get_adapter("mpe").load(fixture_dir)
-    assert mpe[0]["premise"] == "Very young girl holding a spoon. A child holding a white spoon."
-    assert [r["label"] for r in mpe] == [E, C]
+    assert mpe[0].premise == "Very young girl holding a spoon. A child holding a white spoon."
+    assert [r.label for r in mpe] == [E, C]
     aor = get_adapter("add_one_rte").load(fixture_dir)
-    assert aor[0]["premise"] == "It was the creature."
-    assert aor[0]["hypothesis"] == "It was the wild creature."
+    assert aor[0].premise == "It was the creature."
+    assert aor[0].hypothesis == "It was the wild creature."
 
 
 def test_taxinli_keeps_mnli_gold_label_not_annotated_label(fixture_dir):
     rows = get_adapter("taxinli").load(fixture_dir)
-    assert [r["label"] for r in rows] == [N, C, E, C]
-    assert rows[2]["pair_id"] == "mnli:1111e"
+    assert [r.label for r in rows] == [N, C, E, C]
+    assert rows[2].meta["pair_id"] == "mnli:1111e"
 
 
 def test_grounding_sets(fixture_dir):
     se_train = get_adapter("summedits").load(fixture_dir)
     se_test = get_adapter("summedits_test").load(fixture_dir)
-    assert [r["label"] for r in se_train[:2]] == [E, X] and len(se_train) == 16
-    assert len(se_test) == 16 and {r["label"] for r in se_test} == {E, X}
-    assert se_test[0]["domain"] == "ectsum"
+    assert [r.label for r in se_train[:2]] == [E, X] and len(se_train) == 16
+    assert len(se_test) == 16 and {r.label for r in se_test} == {E, X}
+    assert se_test[0].meta["domain"] == "ectsum"
     assert labels("begin", fixture_dir) == [E, N, X]  # Fully attributable, Generic, Not fully attributable
     assert labels("begin_test", fixture_dir) == [E, X, N]
     fd = get_adapter("faithdial_audit").load(fixture_dir)
     # gold/cmu: Entailment, Hallucination, Partial Hallucination, Generic (Uncooperative and empty dropped);
     # GPT2/wow: entailment+uncooperative, entailment+hallucination, typo'd entailment+uncooperative, hallucinated.
-    assert [r["label"] for r in fd] == [E, X, X, N, E, X, E, X]
-    assert fd[0]["premise"] == "Law work applies theories."
+    assert [r.label for r in fd] == [E, X, X, N, E, X, E, X]
+    assert fd[0].premise == "Law work applies theories."
 
 
 @pytest.mark.parametrize("raw, expected", [

@@ -35,6 +35,6 @@ def test_taxinli_loses_exactly_its_mnli_dev_pairs(data_dir):
 
 def test_faithdial_audit_labels(data_dir):
     rows = get_adapter("faithdial_audit").load(data_dir)
-    counts = {lab: sum(r["label"] == lab for r in rows) for lab in (0, 1, 3)}
+    counts = {lab: sum(r.label == lab for r in rows) for lab in (0, 1, 3)}
     assert sum(counts.values()) == len(rows) and all(counts.values())
     assert len(rows) < 3200  # unlabelled (792 in gold/topical) and uncooperative-only rows are dropped

@@ -9,6 +9,7 @@ from inference.config import ConfigError, from_dict
 from training.config import SourceSpec
 from training.data.base import DataError
 from training.data.nli import NOT_ENTAILMENT
+from training.data.records import PairRecord
 from training.explainer import (
     EvalIndex,
     ExplainerConfig,
@@ -23,7 +24,7 @@ from training.explainer import (
 
 
 def rec(p, h, label=0, source="s", **kw):
-    return {"premise": p, "hypothesis": h, "label": label, "source": source, **kw}
+    return PairRecord(p, h, label, source, meta=kw)
 
 
 def test_pair_key_ignores_case_spacing_punctuation_tokenisation_and_mojibake():
@@ -46,28 +47,28 @@ def test_remove_eval_overlap_by_text_and_by_pair_id():
              rec("Fresh", "pair", pair_id="mnli:3e")]                        # kept
     kept, removed = remove_eval_overlap(train, index)
     assert removed == 2
-    assert [r["premise"] for r in kept] == ["Other premise", "Fresh"]
+    assert [r.premise for r in kept] == ["Other premise", "Fresh"]
     assert index.loaded == {"mnli_dev_matched": 2}
 
 
 def test_dedup_pairs_keeps_the_first_copy():
     kept, n = dedup_pairs([rec("A b.", "C", 0, "x"), rec("a b", "c.", 2, "y"), rec("a b", "d", 1, "x")])
-    assert n == 1 and [r["source"] for r in kept] == ["x", "x"] and kept[0]["label"] == 0
+    assert n == 1 and [r.source for r in kept] == ["x", "x"] and kept[0].label == 0
 
 
 def test_taxinli_mnli_dev_pairs_are_removed_and_counted(tmp_path, capsys):
     root = write_nli_data(tmp_path)
     data = ExplainerData(sources=[SourceSpec("taxinli"), SourceSpec("snli_dev")])
     records, info = load_nli_records(data, root, seed=0)
-    tax = [r for r in records if r["source"] == "taxinli"]
+    tax = [r for r in records if r.source == "taxinli"]
     # Of the 4 TaxiNLI rows, the exact-text MNLI dev copy and the mojibake copy (matched by pairID or by the
     # ASCII key) are removed; the two MNLI-train rows stay.
-    assert sorted(r["pair_id"] for r in tax) == ["mnli:1111e", "mnli:2222c"]
+    assert sorted(r.meta["pair_id"] for r in tax) == ["mnli:1111e", "mnli:2222c"]
     assert info["sources"]["taxinli"]["eval_overlap"] == 2
     assert info["eval_overlap_removed"] == 2
     assert "removed 2 training pairs that appear in an evaluation set (taxinli: 2)" in capsys.readouterr().out
-    assert MNLI_DEV_OVERLAP[0] not in {r["premise"] for r in records}
-    assert not any(MNLI_DEV_ID_ONLY[1] == r["hypothesis"] for r in records)
+    assert MNLI_DEV_OVERLAP[0] not in {r.premise for r in records}
+    assert not any(MNLI_DEV_ID_ONLY[1] == r.hypothesis for r in records)
 
 
 def test_id_match_alone_removes_a_pair(tmp_path):
@@ -77,7 +78,7 @@ def test_id_match_alone_removes_a_pair(tmp_path):
     path.write_text(text, encoding="utf-8")
     records, info = load_nli_records(ExplainerData(sources=[SourceSpec("taxinli")]), root, seed=0)
     assert info["sources"]["taxinli"]["eval_overlap"] == 2
-    assert "mnli:77777c" not in {r["pair_id"] for r in records}
+    assert "mnli:77777c" not in {r.meta["pair_id"] for r in records}
 
 
 def test_grounding_test_sets_are_kept_out_of_grounding_training(tmp_path):
@@ -124,13 +125,13 @@ def test_split_keeps_two_way_sources_in_train_and_limits_apply_after_filtering(t
     records, info = load_nli_records(data, root, seed=0)
     assert info["sources"]["taxinli"]["kept"] == 1  # the limit counts pairs left after the eval filter
     train, dev, test = split_records(records, data.split, seed=0)
-    assert {r["source"] for r in dev + test} <= {"snli_dev", "joci", "taxinli"}
-    assert all(r["label"] != NOT_ENTAILMENT for r in dev + test)
-    assert sum(r["source"] == "rte" for r in train) == 2  # both rows of the two-way source, entailment included
+    assert {r.source for r in dev + test} <= {"snli_dev", "joci", "taxinli"}
+    assert all(r.label != NOT_ENTAILMENT for r in dev + test)
+    assert sum(r.source == "rte" for r in train) == 2  # both rows of the two-way source, entailment included
     assert len(train) + len(dev) + len(test) == len(records)
 
 
 def test_two_way_neutral_rule_maps_the_marker(tmp_path):
     root = write_nli_data(tmp_path)
     records, _ = load_nli_records(ExplainerData(sources=[SourceSpec("rte")], two_way="neutral"), root, seed=0)
-    assert [r["label"] for r in records] == [0, 1]
+    assert [r.label for r in records] == [0, 1]

@@ -30,6 +30,7 @@ from training.data.augment import (
 from training.data.base import DataError, get_adapter
 from training.data.loso import check_no_leak, loso_folds
 from training.data.prompts import MT_BENCH_LABELS, NEG, POS, dolly_label
+from training.data.records import PromptRecord
 from training.sentinel import SentinelConfig, binary_stats, calibrate_threshold, make_post_eval
 
 # ---- labelling rule: hand cases --------------------------------------------------------------------------------
@@ -59,8 +60,8 @@ def test_mt_bench_adapter_maps_categories_and_drops_mixed_ones(tmp_path):
                                    "extraction"])]
     (tmp_path / "chat_eval_prompts/mt_bench_question.jsonl").write_text("\n".join(json.dumps(r) for r in rows))
     recs = get_adapter("mt_bench").load(tmp_path)
-    assert {r["category"]: r["label"] for r in recs} == MT_BENCH_LABELS  # extraction is left out
-    assert all(r["text"].startswith("prompt ") for r in recs)             # the first turn only
+    assert {r.meta["category"]: r.label for r in recs} == MT_BENCH_LABELS  # extraction is left out
+    assert all(r.text.startswith("prompt ") for r in recs)                # the first turn only
 
 
 # ---- rewrites keep (or set, by rule) the label -------------------------------------------------------------------
@@ -131,32 +132,34 @@ def test_every_rewrite_label_is_fixed_by_the_rule(name, text, label):
 
 
 def test_augment_records_labels_sources_and_determinism():
-    records = ([{"text": f"What is thing number {i}?", "label": POS, "source": "qa"} for i in range(60)]
-               + [{"text": f"Write a poem about colour {i}.", "label": NEG, "source": "poems"} for i in range(60)]
-               + [{"text": "Summarise the passage.\n\n" + "The Rhine flows north through Germany. " * 8, "label": POS,
-                   "source": "reading"}])
+    records = ([PromptRecord(f"What is thing number {i}?", POS, "qa") for i in range(60)]
+               + [PromptRecord(f"Write a poem about colour {i}.", NEG, "poems") for i in range(60)]
+               + [PromptRecord("Summarise the passage.\n\n" + "The Rhine flows north through Germany. " * 8, POS,
+                               "reading")])
     cfg = AugmentConfig(enabled=True, rate=0.5)
     added = augment_records(records, cfg, seed=1)
     assert added and added == augment_records(records, cfg, seed=1)
-    texts = {r["text"] for r in records}
+    texts = {r.text for r in records}
     for r in added:
-        assert r["text"] not in texts
-        assert r["source"] in {"qa", "poems", "reading"}
-        assert r["label"] == (NEG if r["augment"].startswith("neg_") else POS)
-    assert {r["augment"] for r in added} >= {"pos_imperative", "neg_question", "neg_counterfactual", "neg_document"}
+        assert isinstance(r, PromptRecord)
+        assert r.text not in texts
+        assert r.source in {"qa", "poems", "reading"}
+        assert r.label == (NEG if r.meta["augment"].startswith("neg_") else POS)
+    assert not any(r.meta.get("augment") for r in records)  # the originals are left as they were
+    assert {r.meta["augment"] for r in added} >= {"pos_imperative", "neg_question", "neg_counterfactual", "neg_document"}
     assert augment_records(records, AugmentConfig(enabled=False), seed=1) == []
 
 
 def test_balance_by_style_caps_the_majority_in_each_style():
-    recs = ([{"text": f"Who is person {i}?", "label": POS, "source": "a"} for i in range(90)]
-            + [{"text": f"Can you write poem {i}?", "label": NEG, "source": "b"} for i in range(10)]
-            + [{"text": f"Write poem {i}.", "label": NEG, "source": "b"} for i in range(5)])
+    recs = ([PromptRecord(f"Who is person {i}?", POS, "a") for i in range(90)]
+            + [PromptRecord(f"Can you write poem {i}?", NEG, "b") for i in range(10)]
+            + [PromptRecord(f"Write poem {i}.", NEG, "b") for i in range(5)])
     out = balance_by_style(recs, BalanceConfig(mode="downsample", max_ratio=2.0), seed=0)
-    q = [r for r in out if prompt_style(r["text"]) == "question"]
-    assert sum(r["label"] == POS for r in q) == 20 and sum(r["label"] == NEG for r in q) == 10
-    assert sum(prompt_style(r["text"]) == "imperative" for r in out) == 5  # one label only: kept as it is
+    q = [r for r in out if prompt_style(r.text) == "question"]
+    assert sum(r.label == POS for r in q) == 20 and sum(r.label == NEG for r in q) == 10
+    assert sum(prompt_style(r.text) == "imperative" for r in out) == 5  # one label only: kept as it is
     up = balance_by_style(recs, BalanceConfig(mode="upsample", max_ratio=1.0), seed=0)
-    assert sum(r["label"] == NEG and prompt_style(r["text"]) == "question" for r in up) == 90
+    assert sum(r.label == NEG and prompt_style(r.text) == "question" for r in up) == 90
 
 
 # ---- leave-one-out folds never leak ------------------------------------------------------------------------------
@@ -165,8 +168,7 @@ def _records():
     recs = []
     for src, label, n in (("nq", POS, 30), ("trivia", POS, 30), ("simple", POS, 20), ("wp", NEG, 30),
                           ("code", NEG, 25), ("alpaca", NEG, 20)):
-        recs += [{"text": f"{src} prompt {i}" + ("?" if label else "."), "label": label, "source": src}
-                 for i in range(n)]
+        recs += [PromptRecord(f"{src} prompt {i}" + ("?" if label else "."), label, src) for i in range(n)]
     return recs
 
 
@@ -182,8 +184,8 @@ def test_loso_folds_hold_out_whole_groups(by):
     assert {f.name for f in folds} == expected
     for f in folds:
         held = set(f.heldout_sources)
-        assert held and not held & {r["source"] for r in f.train}
-        assert {r["source"] for r in f.heldout} == held
+        assert held and not held & {r.source for r in f.train}
+        assert {r.source for r in f.heldout} == held
         assert len(f.train) + len(f.heldout) == len(recs)
 
 
@@ -198,20 +200,20 @@ def test_loso_fold_records_with_augmentation_never_leak(tmp_path):
     for fold in loso_folds(recs, FAMILIES, "family"):
         train, dev, held = fold_records(cfg, fold, seed=3)
         assert len(held) == min(10, len(fold.heldout))
-        assert not {r["source"] for r in train + dev} & set(fold.heldout_sources)
-        assert any(r.get("augment") for r in train)
-        held_texts = {r["text"] for r in fold.heldout}
-        assert not any(r["text"] in held_texts for r in train + dev)
-        assert not any(r.get("augment") for r in dev + held)  # rewrites go to training only
+        assert not {r.source for r in train + dev} & set(fold.heldout_sources)
+        assert any(r.meta.get("augment") for r in train)
+        held_texts = {r.text for r in fold.heldout}
+        assert not any(r.text in held_texts for r in train + dev)
+        assert not any(r.meta.get("augment") for r in dev + held)  # rewrites go to training only
 
 
 def test_check_no_leak_catches_a_source_and_a_repeated_text():
-    held = [{"text": "Who wrote Hamlet?", "label": POS, "source": "trivia"}]
+    held = [PromptRecord("Who wrote Hamlet?", POS, "trivia")]
     with pytest.raises(DataError, match="held-out source"):
-        check_no_leak([{"text": "x", "label": POS, "source": "trivia"}], held)
+        check_no_leak([PromptRecord("x", POS, "trivia")], held)
     with pytest.raises(DataError, match="repeat a held-out text"):
-        check_no_leak([{"text": "who  wrote HAMLET?", "label": POS, "source": "nq"}], held)
-    check_no_leak([{"text": "Who wrote Macbeth?", "label": POS, "source": "nq"}], held)
+        check_no_leak([PromptRecord("who  wrote HAMLET?", POS, "nq")], held)
+    check_no_leak([PromptRecord("Who wrote Macbeth?", POS, "nq")], held)
 
 
 def test_loso_only_names_unknown_group():
@@ -235,7 +237,7 @@ def test_calibrate_threshold_meets_the_recall_target():
 
 def test_post_eval_writes_sentinel_json(tmp_path):
     cfg = from_dict(SentinelConfig, {"data": {"sources": [{"name": "nq_open"}]}, "calibration": {"min_recall": 0.9}})
-    dev = [{"text": "q", "label": 1, "source": "a"}] * 10 + [{"text": "w", "label": 0, "source": "b"}] * 10
+    dev = [PromptRecord("q", 1, "a")] * 10 + [PromptRecord("w", 0, "b")] * 10
     logits = np.array([[0.0, v] for v in np.linspace(-1, 3, 10)] + [[0.0, v] for v in np.linspace(-3, 1, 10)])
     result = make_post_eval(cfg)(trainer=None, tokenizer=None, out=tmp_path, dev_recs=dev, dev_logits=logits,
                                  test_recs=dev, test_logits=logits)
@@ -520,8 +522,8 @@ def test_new_real_prompt_sources_load(data_dir):
     for name, (label, at_least) in expected.items():
         rows = get_adapter(name).load(data_dir)
         assert len(rows) >= at_least, (name, len(rows))
-        assert all(r["label"] == label and r["text"].strip() for r in rows), name
-    boolq = get_adapter("boolq").load(data_dir)[0]["text"]
+        assert all(isinstance(r, PromptRecord) and r.label == label and r.text.strip() for r in rows), name
+    boolq = get_adapter("boolq").load(data_dir)[0].text
     assert boolq.split("\n\n")[0].endswith("?")                    # the question first, the passage after
     wiz = get_adapter("wizardlm_nonfactual").load(data_dir)
-    assert any(r["skill"] == "Counterfactual" for r in wiz)
+    assert any(r.meta["skill"] == "Counterfactual" for r in wiz)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
+from training.data.records import PairRecord, PromptRecord, Record
 from training.hardware import hardware
 from training.metrics import classification_metrics
 from training.trainer import class_weights, save_model, setup_run, train, write_json
@@ -16,27 +17,32 @@ from training.trainer import class_weights, save_model, setup_run, train, write_
 log = logging.getLogger("halugate.training")
 
 
-def tokenize_records(tokenizer, records: list[dict], text_fields: tuple[str, ...], max_length: int):
+def tokenize_records(tokenizer, records: list[PromptRecord | PairRecord], max_length: int):
+    """A `datasets.Dataset` of the records' model inputs (one text, or a pair) and `labels`."""
     from datasets import Dataset
 
-    cols = {f: [r[f] for r in records] for f in text_fields}
-    ds = Dataset.from_dict({**cols, "labels": [int(r["label"]) for r in records]})
+    inputs = [r.model_inputs() for r in records]
+    segments = [f"segment_{i}" for i in range(len(inputs[0]) if inputs else 1)]
+    cols = {name: [x[i] for x in inputs] for i, name in enumerate(segments)}
+    ds = Dataset.from_dict({**cols, "labels": [int(r.label) for r in records]})
 
     def enc(batch):
-        args = [batch[f] for f in text_fields]
-        return tokenizer(*args, truncation=True, max_length=max_length)
+        return tokenizer(*(batch[name] for name in segments), truncation=True, max_length=max_length)
 
-    return ds.map(enc, batched=True, remove_columns=list(text_fields))
+    return ds.map(enc, batched=True, remove_columns=segments)
 
 
-def write_jsonl(path: Path, records: list[dict]) -> None:
+def write_jsonl(path: Path, records: list[Record]) -> None:
     with open(path, "w", encoding="utf-8") as fh:
-        fh.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
+        fh.writelines(json.dumps(r.to_dict(), ensure_ascii=False) + "\n" for r in records)
+
+
+def input_chars(rec: PromptRecord | PairRecord) -> int:
+    return sum(len(x) for x in rec.model_inputs())
 
 
 def run_sequence_classification(cfg, train_recs, dev_recs, test_recs, labels: list[str], count_text: str,
-                                text_fields: tuple[str, ...], extra_eval: dict | None = None,
-                                loss_fn=None, post_eval=None) -> dict:
+                                extra_eval: dict | None = None, loss_fn=None, post_eval=None) -> dict:
     """Train on train_recs, select on dev_recs, report on test_recs; returns the metrics written to metrics.json.
 
     `post_eval(trainer=, tokenizer=, out=, dev_recs=, dev_logits=, test_recs=, test_logits=)` (optional) runs
@@ -57,18 +63,18 @@ def run_sequence_classification(cfg, train_recs, dev_recs, test_recs, labels: li
     if hasattr(model, "print_trainable_parameters"):
         model.print_trainable_parameters()
 
-    train_ds = tokenize_records(tokenizer, train_recs, text_fields, cfg.model.max_length)
+    train_ds = tokenize_records(tokenizer, train_recs, cfg.model.max_length)
     # Evaluation order does not change the metrics; sorting by length cuts padding (and CPU time) a lot.
-    dev_recs = sorted(dev_recs, key=lambda r: sum(len(r[f]) for f in text_fields))
-    test_recs = sorted(test_recs, key=lambda r: sum(len(r[f]) for f in text_fields))
-    dev_ds = tokenize_records(tokenizer, dev_recs, text_fields, cfg.model.max_length)
-    test_ds = tokenize_records(tokenizer, test_recs, text_fields, cfg.model.max_length)
+    dev_recs = sorted(dev_recs, key=input_chars)
+    test_recs = sorted(test_recs, key=input_chars)
+    dev_ds = tokenize_records(tokenizer, dev_recs, cfg.model.max_length)
+    test_ds = tokenize_records(tokenizer, test_recs, cfg.model.max_length)
 
     def compute_metrics(pred):
         m = classification_metrics(pred.label_ids, np.argmax(pred.predictions, -1), labels)
         return {"accuracy": m["accuracy"], "macro_f1": m["macro_f1"]}
 
-    weights = class_weights([r["label"] for r in train_recs], len(labels)) if cfg.train.class_weighted else None
+    weights = class_weights([r.label for r in train_recs], len(labels)) if cfg.train.class_weighted else None
     log.info("class weights: %s", weights)
     started = time.time()
     trainer = train(model, tokenizer, train_ds, dev_ds, cfg, out, compute_metrics,
@@ -80,7 +86,7 @@ def run_sequence_classification(cfg, train_recs, dev_recs, test_recs, labels: li
     y_pred = np.argmax(test_pred.predictions, -1)
     metrics = {
         "test": classification_metrics(test_pred.label_ids, y_pred, labels,
-                                       groups=[r["source"] for r in test_recs]),
+                                       groups=[r.source for r in test_recs]),
         "dev": classification_metrics(dev_pred.label_ids, np.argmax(dev_pred.predictions, -1), labels),
         "train_size": len(train_recs), "dev_size": len(dev_recs), "test_size": len(test_recs),
         "base_model": cfg.model.base_model,

@@ -32,6 +32,7 @@ from training.cli import resolve_config, run_cli, training_parser
 from training.config import LoraConfig, ModelConfig, RunConfig, SourceSpec, SplitConfig, TrainArgs
 from training.data.base import DataError, get_adapter, resolve_data_dir
 from training.data.prep import count_table, dedup
+from training.data.records import SpanRecord
 
 log = logging.getLogger("halugate.training.detector")
 
@@ -139,67 +140,67 @@ def _check_trainable(name: str) -> None:
                         "on); list it under data.eval_sources")
 
 
-def _sample(rows: list[dict], limit: int | None, seed: int, name: str) -> list[dict]:
+def _sample(rows: list[SpanRecord], limit: int | None, seed: int, name: str) -> list[SpanRecord]:
     if limit is None or len(rows) <= limit:
         return rows
-    rows = sorted(rows, key=lambda r: r["id"])
+    rows = sorted(rows, key=lambda r: r.id)
     return random.Random(f"{seed}:{name}").sample(rows, limit)
 
 
-def load_mixture(cfg: DetectorConfig, data_dir, report) -> tuple[list[dict], Counter]:
+def load_mixture(cfg: DetectorConfig, data_dir, report) -> tuple[list[SpanRecord], Counter]:
     """Span sources + synthetic records, deduplicated, length-checked; returns (records, synthetic stats)."""
     from training.data.spans import load_span_source
     from training.data.synthetic import generate_synthetic
 
     d, seed = cfg.data, cfg.run.seed
-    loaded: dict[str, list[dict]] = {}
+    loaded: dict[str, list[SpanRecord]] = {}
 
-    def load(name: str) -> list[dict]:  # once per source, so its problems are reported once
+    def load(name: str) -> list[SpanRecord]:  # once per source, so its problems are reported once
         _check_trainable(name)
         if name not in loaded:
             loaded[name] = load_span_source(name, data_dir, report)
         return loaded[name]
 
-    records: list[dict] = []
+    records: list[SpanRecord] = []
     for spec in d.sources:
         rows = _sample(load(spec.name), spec.limit, seed, spec.name)
-        log.info("%-22s %6d records (%d with spans)", spec.name, len(rows), sum(r["label"] for r in rows))
+        log.info("%-22s %6d records (%d with spans)", spec.name, len(rows), sum(r.label for r in rows))
         records.extend(rows)
     stats: Counter = Counter()
     if d.synthetic.sources:
         pairs = []
         for spec in d.synthetic.sources:
-            faithful = [r for r in load(spec.name) if not r["spans"]]
+            faithful = [r for r in load(spec.name) if not r.spans]
             pairs.extend(_sample(faithful, spec.limit, seed, "synthetic:" + spec.name))
         synth, stats = generate_synthetic(pairs, seed=seed, faithful_fraction=d.synthetic.faithful_fraction,
                                           transforms=d.synthetic.transforms, max_edits=d.synthetic.max_edits)
         log.info("synthetic: %d records from %d faithful pairs: %s", len(synth), len(pairs), dict(stats))
         records.extend(synth)
-    records, n_dup = dedup(records, key=lambda r: f"{r['answer']}\x00{r['context'][:2000]}")
+    records, n_dup = dedup(records, key=lambda r: f"{r.answer}\x00{r.context[:2000]}")
     if n_dup:
         log.info("dropped %d duplicate (context, answer) records", n_dup)
-    long = [r["id"] for r in records if len(r["answer"]) > d.max_answer_chars]
+    long = [r.id for r in records if len(r.answer) > d.max_answer_chars]
     if long:
         for rid in long:
             report.add("mixture", f"answer longer than data.max_answer_chars={d.max_answer_chars}", rid)
-        records = [r for r in records if len(r["answer"]) <= d.max_answer_chars]
+        records = [r for r in records if len(r.answer) <= d.max_answer_chars]
     if d.max_context_chars:
         for r in records:
-            r["context"] = r["context"][:d.max_context_chars]
+            r.context = r.context[:d.max_context_chars]
     return records, stats
 
 
-def group_key(r: dict) -> str:
+def group_key(r: SpanRecord) -> str:
     """Records of one source document stay together: RAGTruth's source_id, else the context itself."""
-    origin = r["source"].split(":")[-1]
-    if r.get("source_id") is not None:
-        return f"{origin}\x00id:{r['source_id']}"
-    return hashlib.sha1(f"{origin}\x00{r['context']}".encode()).hexdigest()
+    origin = r.source.split(":")[-1]
+    if r.meta.get("source_id") is not None:
+        return f"{origin}\x00id:{r.meta['source_id']}"
+    return hashlib.sha1(f"{origin}\x00{r.context}".encode()).hexdigest()
 
 
-def group_split(records: list[dict], fractions: tuple[float, float, float], seed: int):
+def group_split(records: list[SpanRecord], fractions: tuple[float, float, float], seed: int):
     """Train/dev/test by context: records sharing a context (one document, several answers) stay together."""
-    groups: dict[str, list[dict]] = {}
+    groups: dict[str, list[SpanRecord]] = {}
     for r in records:
         groups.setdefault(group_key(r), []).append(r)
     keys = sorted(groups)
@@ -214,33 +215,32 @@ def group_split(records: list[dict], fractions: tuple[float, float, float], seed
         seen += len(groups[k])
     rng = random.Random(seed + 1)
     for part in (train, dev, test):
-        part.sort(key=lambda r: r["id"])
+        part.sort(key=lambda r: r.id)
         rng.shuffle(part)
     return train, dev, test
 
 
-def run_split(cfg: DetectorConfig, records: list[dict]):
+def run_split(cfg: DetectorConfig, records: list[SpanRecord]):
     """The run's train / dev / test records (data.split fractions, grouped by source, seeded by run.seed)."""
     s = cfg.data.split
     return group_split(records, (1 - s.dev - s.test, s.dev, s.test), cfg.run.seed)
 
 
-def training_example(tokenizer, rec: dict, max_length: int, overlap: int, mode: str):
+def training_example(tokenizer, rec: SpanRecord, max_length: int, overlap: int, mode: str):
     """(DetectorInput with labels, masked token count): one window per record (see the module docstring)."""
     from inference.grounding import ContextIndex, word_signals
     from inference.spans import context_windows
     from inference.windowing import rank_windows
     from training.data.recombine import sentences
 
-    q, a, task = rec.get("question"), rec["answer"], rec.get("task_type")
+    q, a, task = rec.question, rec.answer, rec.task_type
     if mode == "head":
-        return encode_detector_input(tokenizer, rec["context"], q, a, max_length, task_type=task,
-                                     spans=rec["spans"]), 0
-    wins = context_windows(tokenizer, rec["context"], q, a, max_length, overlap=overlap, task_type=task,
-                           spans=rec["spans"])
+        return encode_detector_input(tokenizer, rec.context, q, a, max_length, task_type=task, spans=rec.spans), 0
+    wins = context_windows(tokenizer, rec.context, q, a, max_length, overlap=overlap, task_type=task,
+                           spans=rec.spans)
     if len(wins) == 1:
         return wins[0], 0
-    context = rec["context"]
+    context = rec.context
     best = rank_windows(wins, context, a)[0]  # the window the runtime ranks first (max_windows)
     enc = wins[best]
     texts = {best: context[enc.context_char_range[0]:enc.context_char_range[1]]}
@@ -264,7 +264,7 @@ def training_example(tokenizer, rec: dict, max_length: int, overlap: int, mode: 
     return enc, masked
 
 
-def encode_records(tokenizer, records: list[dict], max_length: int, report, split: str,
+def encode_records(tokenizer, records: list[SpanRecord], max_length: int, report, split: str,
                    with_token_types: bool, overlap: int = 128, mode: str = "answer_overlap"):
     """Features for the collator; returns (features, {"context_cut": n, "masked_tokens": n})."""
     feats, counts = [], Counter()
@@ -272,8 +272,8 @@ def encode_records(tokenizer, records: list[dict], max_length: int, report, spli
         try:
             enc, masked = training_example(tokenizer, r, max_length, overlap, mode)
         except AnswerTooLongError as exc:
-            report.add(f"{split} split", f"question + answer longer than max_length={max_length}", r["id"])
-            log.debug("%s: %s", r["id"], exc)
+            report.add(f"{split} split", f"question + answer longer than max_length={max_length}", r.id)
+            log.debug("%s: %s", r.id, exc)
             continue
         counts["context_cut"] += enc.context_truncated
         counts["masked_tokens"] += masked
@@ -285,12 +285,12 @@ def encode_records(tokenizer, records: list[dict], max_length: int, report, spli
     return feats, counts
 
 
-def augment_training(cfg: DetectorConfig, train_recs: list[dict]) -> tuple[list[dict], Counter]:
+def augment_training(cfg: DetectorConfig, train_recs: list[SpanRecord]) -> tuple[list[SpanRecord], Counter]:
     """Recombination and context edits of the configured sources' training records (after the split)."""
     from training.data.recombine import context_edits, recombine
 
     a, stats = cfg.data.augment, Counter()
-    base = [r for r in train_recs if r["source"] in a.sources]
+    base = [r for r in train_recs if r.source in a.sources]
     if not base:
         return train_recs, stats
     extra, st = recombine(base, cfg.run.seed, a.splice_per_record, a.remove)
@@ -300,7 +300,7 @@ def augment_training(cfg: DetectorConfig, train_recs: list[dict]) -> tuple[list[
         extra += edits
         stats.update({f"edit_{k}": v for k, v in st.items()})
     for r in extra:
-        r["source"] = f"augment:{r['source']}"
+        r.source = f"augment:{r.source}"
     return train_recs + extra, stats
 
 
@@ -320,7 +320,7 @@ def token_metrics(logits: np.ndarray, labels: np.ndarray) -> dict:
 
 # ---- run --------------------------------------------------------------------------------------------------
 
-def train_and_calibrate(cfg: DetectorConfig, train_recs: list[dict], dev_recs: list[dict], out, report,
+def train_and_calibrate(cfg: DetectorConfig, train_recs: list[SpanRecord], dev_recs: list[SpanRecord], out, report,
                         calibrate_run: bool = True) -> dict:
     """Train on train_recs (augmented here), select the checkpoint and calibrate on dev_recs; save the run dir.
 
@@ -390,13 +390,13 @@ def train_and_calibrate(cfg: DetectorConfig, train_recs: list[dict], dev_recs: l
     }
 
 
-def write_parity_sample(out: Path, records: list[dict], n: int = 64, seed: int = 0) -> Path:
+def write_parity_sample(out: Path, records: list[SpanRecord], n: int = 64, seed: int = 0) -> Path:
     """RUN_DIR/parity.jsonl: inputs (context, question, answer) of n records, for training.export's parity check
     when the run has no test split. Numeric agreement only: no labels, no scores are read from it."""
     from training.classify import write_jsonl
 
     picked = random.Random(seed).sample(records, min(n, len(records)))
-    rows = [{"context": r["context"], "question": r.get("question"), "answer": r["answer"]} for r in picked]
+    rows = [SpanRecord(context=r.context, answer=r.answer, question=r.question) for r in picked]
     path = out / "parity.jsonl"
     write_jsonl(path, rows)
     return path

@@ -22,6 +22,7 @@ from inference.detector_stage import (
     design_matrix,
 )
 from inference.spans import token_labels
+from training.data.records import SpanRecord
 from training.span_metrics import Scored, detection_metrics, example_level, span_level
 
 log = logging.getLogger("halugate.training.detector")
@@ -62,12 +63,11 @@ def runtime_gate(model_dir: str | Path, backend: str = "torch", precision: str =
     return gate
 
 
-def _input(rec: dict) -> dict:
-    return {"context": rec["context"], "question": rec.get("question"), "answer": rec["answer"],
-            "task_type": rec.get("task_type")}
+def _input(rec: SpanRecord) -> dict:
+    return {"context": rec.context, "question": rec.question, "answer": rec.answer, "task_type": rec.task_type}
 
 
-def predict(gate, records: list[dict], batch: int = 64, progress: bool = False) -> list[Prediction]:
+def predict(gate, records: list[SpanRecord], batch: int = 64, progress: bool = False) -> list[Prediction]:
     """Runtime predictions per record; records the runtime refuses (too long) are kept with the reason."""
     from tqdm.auto import tqdm
 
@@ -79,7 +79,7 @@ def predict(gate, records: list[dict], batch: int = 64, progress: bool = False) 
     ready = []
     for i, rec in enumerate(records):
         try:
-            name = f"record {rec['id']}"
+            name = f"record {rec.id}"
             ready.append((i, gate.prepare([_input(rec)], where=lambda _, name=name: name)[0]))
         except InputTooLongError as exc:
             out[i] = Prediction(None, [], str(exc))
@@ -92,7 +92,7 @@ def predict(gate, records: list[dict], batch: int = 64, progress: bool = False) 
     return out  # type: ignore[return-value]
 
 
-def scored_items(records: list[dict], preds: list[Prediction], threshold: float | None = None,
+def scored_items(records: list[SpanRecord], preds: list[Prediction], threshold: float | None = None,
                  settings=None, calibration=None) -> list[Scored]:
     """Scored items for the metrics; with `threshold`, spans are rebuilt at that threshold (sweeps)."""
     from inference.detector_stage import effective, scores_to_spans
@@ -104,14 +104,14 @@ def scored_items(records: list[dict], preds: list[Prediction], threshold: float 
         if threshold is None:
             spans, t = p.spans, effective(settings, calibration, p.scores.task_type)[0]
         else:
-            spans, t = scores_to_spans(rec["answer"], p.scores, settings, calibration, threshold=threshold), threshold
-        items.append(Scored(rec.get("task_type"), rec["spans"], spans,
-                            token_labels(rec["answer"], p.scores.answer_offsets, rec["spans"]),
+            spans, t = scores_to_spans(rec.answer, p.scores, settings, calibration, threshold=threshold), threshold
+        items.append(Scored(rec.task_type, rec.spans, spans,
+                            token_labels(rec.answer, p.scores.answer_offsets, rec.spans),
                             [int(x >= t) for x in p.scores.probs]))
     return items
 
 
-def apply_calibration(records: list[dict], preds: list[Prediction], settings, cal: Calibration) -> list[Prediction]:
+def apply_calibration(records: list[SpanRecord], preds: list[Prediction], settings, cal: Calibration) -> list[Prediction]:
     """Predictions under another calibration, from the same window probabilities (no model call)."""
     from inference.detector_stage import rescore, scores_to_spans
 
@@ -121,11 +121,11 @@ def apply_calibration(records: list[dict], preds: list[Prediction], settings, ca
             out.append(p)
             continue
         sc = rescore(p.scores, cal.window_aggregation or settings.window_aggregation, cal.combiner, cal.smoothing)
-        out.append(Prediction(sc, scores_to_spans(rec["answer"], sc, settings, cal)))
+        out.append(Prediction(sc, scores_to_spans(rec.answer, sc, settings, cal)))
     return out
 
 
-def per_task_auroc(records: list[dict], preds: list[Prediction]) -> dict:
+def per_task_auroc(records: list[SpanRecord], preds: list[Prediction]) -> dict:
     """Example-level AUROC of the per-answer score, overall and within each task type (None: one class only)."""
     from sklearn.metrics import roc_auc_score
 
@@ -133,9 +133,9 @@ def per_task_auroc(records: list[dict], preds: list[Prediction]) -> dict:
     for rec, p in zip(records, preds):
         if p.scores is None:
             continue
-        for key in ("overall", rec.get("task_type") or "unknown"):
+        for key in ("overall", rec.task_type or "unknown"):
             y, s = groups.setdefault(key, ([], []))
-            y.append(int(bool(rec["spans"])))
+            y.append(int(bool(rec.spans)))
             s.append(p.scores.score)
     return {k: (float(roc_auc_score(y, s)) if len(set(y)) == 2 else None) for k, (y, s) in sorted(groups.items())}
 
@@ -147,7 +147,7 @@ def objective(items: list[Scored]) -> float:
     return 0.5 * (span_level(items)["f1"] + example_level(items)["f1"])
 
 
-def fit_combiner(records: list[dict], preds: list[Prediction], c: float = 1.0,
+def fit_combiner(records: list[SpanRecord], preds: list[Prediction], c: float = 1.0,
                  features=DEFAULT_COMBINER_FEATURES) -> Combiner:
     from sklearn.linear_model import LogisticRegression
 
@@ -155,8 +155,8 @@ def fit_combiner(records: list[dict], preds: list[Prediction], c: float = 1.0,
     for rec, p in zip(records, preds):
         if p.scores is None or not len(p.scores.answer_offsets):
             continue
-        xs.append(design_matrix(p.scores.model_probs, p.scores.grounding, rec.get("task_type"), features))
-        ys.append(token_labels(rec["answer"], p.scores.answer_offsets, rec["spans"]))
+        xs.append(design_matrix(p.scores.model_probs, p.scores.grounding, rec.task_type, features))
+        ys.append(token_labels(rec.answer, p.scores.answer_offsets, rec.spans))
     x, y = np.concatenate(xs), np.concatenate([np.asarray(v) for v in ys])
     lr = LogisticRegression(C=c, max_iter=2000).fit(x, y)
     return Combiner(list(features), [round(float(v), 6) for v in lr.coef_[0]], round(float(lr.intercept_[0]), 6))
@@ -170,16 +170,16 @@ COMBINER_MODES = {"off": None, "on": DEFAULT_COMBINER_FEATURES, "all": ALL_FEATU
 MIN_TASK_CLASS_RECORDS = 10
 
 
-def tasks_with_own_threshold(records: list[dict]) -> dict[str, list[int]]:
+def tasks_with_own_threshold(records: list[SpanRecord]) -> dict[str, list[int]]:
     """Task type -> indices of its records, for the task types with at least MIN_TASK_CLASS_RECORDS
     hallucinated and as many faithful responses (records without a task type never qualify)."""
     by_task: dict[str, list[int]] = {}
     for i, rec in enumerate(records):
-        if rec.get("task_type"):
-            by_task.setdefault(rec["task_type"], []).append(i)
+        if rec.task_type:
+            by_task.setdefault(rec.task_type, []).append(i)
     out = {}
     for task, idx in sorted(by_task.items()):
-        positive = sum(1 for i in idx if records[i].get("spans"))
+        positive = sum(1 for i in idx if records[i].spans)
         if min(positive, len(idx) - positive) >= MIN_TASK_CLASS_RECORDS:
             out[task] = idx
     return out
@@ -192,7 +192,7 @@ def _best_threshold(records, preds, settings, cal) -> tuple[float, float]:
     return best[1], best[0]
 
 
-def fit_calibration(records: list[dict], raw: list[Prediction], settings, aggregations=("max", "min"),
+def fit_calibration(records: list[SpanRecord], raw: list[Prediction], settings, aggregations=("max", "min"),
                     combiner_modes=("off", "on"), smoothings=(0,)
                     ) -> tuple[Calibration, list[dict], dict[str, Calibration]]:
     """Choose window aggregation, combiner, smoothing and thresholds (global and per task type) on calibration
@@ -240,7 +240,7 @@ def fit_calibration(records: list[dict], raw: list[Prediction], settings, aggreg
     return best[1], table, {m: c for m, (_, c) in best_by_mode.items()}
 
 
-def calibrate(model_dir: str | Path, records: list[dict], aggregations=("max", "min"),
+def calibrate(model_dir: str | Path, records: list[SpanRecord], aggregations=("max", "min"),
               combiner_modes=("off", "on"), smoothings=(0,)
               ) -> tuple[Calibration, list[dict], dict[str, Calibration]]:
     """fit_calibration on a model dir's runtime predictions (one model pass over the records)."""
@@ -250,11 +250,11 @@ def calibrate(model_dir: str | Path, records: list[dict], aggregations=("max", "
                            combiner_modes, smoothings)
 
 
-def metrics_of(records: list[dict], preds: list[Prediction], settings, cal: Calibration) -> dict:
+def metrics_of(records: list[SpanRecord], preds: list[Prediction], settings, cal: Calibration) -> dict:
     from inference.detector_stage import effective, smoothing_of
 
     items = scored_items(records, preds, settings=settings, calibration=cal)
-    skipped = [(r["id"], p.error) for r, p in zip(records, preds) if p.scores is None]
+    skipped = [(r.id, p.error) for r, p in zip(records, preds) if p.scores is None]
     threshold, aggregation, combiner = effective(settings, cal)
     return {"threshold": threshold, "task_thresholds": cal.task_thresholds if cal else None,
             "window_aggregation": aggregation, "combiner": combiner is not None,
@@ -263,7 +263,7 @@ def metrics_of(records: list[dict], preds: list[Prediction], settings, cal: Cali
             "levels": detection_metrics(items), "auroc": per_task_auroc(records, preds)}
 
 
-def evaluate(gate, records: list[dict], with_sweep: bool = False) -> tuple[dict, list[Prediction]]:
+def evaluate(gate, records: list[SpanRecord], with_sweep: bool = False) -> tuple[dict, list[Prediction]]:
     """Metrics (levels, per-task AUROC, counts) of the gate's Detector on span records."""
     preds = predict(gate, records, progress=True)
     hm = gate.settings.hallucination_mitigation.hallucination_model

@@ -38,6 +38,7 @@ from training.data.nli import (
     TRAINABLE_EVAL_SETS,
 )
 from training.data.prep import check_classes, count_table, stratified_split
+from training.data.records import PairRecord
 
 log = logging.getLogger("halugate.training.explainer")
 
@@ -125,16 +126,16 @@ class EvalIndex:
     loaded: dict[str, int] = field(default_factory=dict)  # set -> pairs
     skipped: dict[str, str] = field(default_factory=dict)  # set -> why it could not be loaded
 
-    def add(self, name: str, records: list[dict]) -> None:
+    def add(self, name: str, records: list[PairRecord]) -> None:
         for r in records:
-            self.keys.add(pair_key(r["premise"], r["hypothesis"]))
-            if r.get("pair_id"):
-                self.ids.add(r["pair_id"])
+            self.keys.add(pair_key(r.premise, r.hypothesis))
+            if r.meta.get("pair_id"):
+                self.ids.add(r.meta["pair_id"])
         self.loaded[name] = len(records)
 
-    def contains(self, rec: dict) -> bool:
-        return (pair_key(rec["premise"], rec["hypothesis"]) in self.keys
-                or (bool(rec.get("pair_id")) and rec["pair_id"] in self.ids))
+    def contains(self, rec: PairRecord) -> bool:
+        pair_id = rec.meta.get("pair_id")
+        return pair_key(rec.premise, rec.hypothesis) in self.keys or (bool(pair_id) and pair_id in self.ids)
 
 
 def load_eval_index(names: list[str], data_dir) -> EvalIndex:
@@ -153,16 +154,16 @@ def load_eval_index(names: list[str], data_dir) -> EvalIndex:
     return index
 
 
-def remove_eval_overlap(records: list[dict], index: EvalIndex) -> tuple[list[dict], int]:
+def remove_eval_overlap(records: list[PairRecord], index: EvalIndex) -> tuple[list[PairRecord], int]:
     kept = [r for r in records if not index.contains(r)]
     return kept, len(records) - len(kept)
 
 
-def dedup_pairs(records: list[dict]) -> tuple[list[dict], int]:
+def dedup_pairs(records: list[PairRecord]) -> tuple[list[PairRecord], int]:
     seen: set[str] = set()
     kept = []
     for r in records:
-        k = pair_key(r["premise"], r["hypothesis"])
+        k = pair_key(r.premise, r.hypothesis)
         if k not in seen:
             seen.add(k)
             kept.append(r)
@@ -185,7 +186,7 @@ def mixture_table(summary: dict[str, dict]) -> str:
     return "\n".join([line(head), line(["-" * w for w in widths]), *(line(r) for r in rows)])
 
 
-def load_nli_records(data_cfg: ExplainerData, data_dir, seed: int) -> tuple[list[dict], dict]:
+def load_nli_records(data_cfg: ExplainerData, data_dir, seed: int) -> tuple[list[PairRecord], dict]:
     """Load, normalise, dedup, drop evaluation pairs, length-filter and cap every source; returns the records
     and a summary (per source: loaded, duplicates, eval_overlap, too_long, kept)."""
     rng = random.Random(seed)
@@ -201,7 +202,7 @@ def load_nli_records(data_cfg: ExplainerData, data_dir, seed: int) -> tuple[list
     index = load_eval_index(eval_sets, data_dir)
     log.info("evaluation sets kept out of training: %s",
              ", ".join(f"{k} ({v})" for k, v in index.loaded.items()))
-    records: list[dict] = []
+    records: list[PairRecord] = []
     summary: dict[str, dict] = {}
     for spec in sources:
         adapter = get_adapter(spec.name)
@@ -210,12 +211,12 @@ def load_nli_records(data_cfg: ExplainerData, data_dir, seed: int) -> tuple[list
         rows = adapter.load(data_dir)
         n_loaded = len(rows)
         for r in rows:
-            r["premise"], r["hypothesis"] = nli_pair(r["premise"], r["hypothesis"])
+            r.premise, r.hypothesis = nli_pair(r.premise, r.hypothesis)
         rows, n_dup = dedup_pairs(rows)
         rows, n_eval = remove_eval_overlap(rows, index)
         max_chars = getattr(spec, "max_chars", None) or data_cfg.max_chars
-        kept = [r for r in rows if min(len(r["premise"]), len(r["hypothesis"])) >= max(data_cfg.min_chars, 1)
-                and len(r["premise"]) + len(r["hypothesis"]) <= max_chars]
+        kept = [r for r in rows if min(len(r.premise), len(r.hypothesis)) >= max(data_cfg.min_chars, 1)
+                and len(r.premise) + len(r.hypothesis) <= max_chars]
         n_len = len(rows) - len(kept)
         size = spec.limit if spec.limit is not None else len(kept)
         size = max(1, round(size * data_cfg.scale)) if data_cfg.scale != 1.0 else size
@@ -226,9 +227,9 @@ def load_nli_records(data_cfg: ExplainerData, data_dir, seed: int) -> tuple[list
         log.info("%-16s %6d loaded, %5d duplicates, %5d in evaluation sets, %5d by length -> %6d",
                  spec.name, n_loaded, n_dup, n_eval, n_len, len(kept))
         records.extend(kept)
-    before = Counter(r["source"] for r in records)
+    before = Counter(r.source for r in records)
     records, n_cross = dedup_pairs(records)
-    after = Counter(r["source"] for r in records)
+    after = Counter(r.source for r in records)
     for name, v in summary.items():  # a pair in several sources is kept in the first one listed
         v["cross_duplicates"] = before[name] - after[name]
         v["kept"] = after[name]
@@ -242,8 +243,8 @@ def load_nli_records(data_cfg: ExplainerData, data_dir, seed: int) -> tuple[list
           "listed):\n" + mixture_table(summary), flush=True)
     if data_cfg.two_way == "neutral":
         for r in records:
-            if r["label"] == NOT_ENTAILMENT:
-                r["label"] = NEUTRAL
+            if r.label == NOT_ENTAILMENT:
+                r.label = NEUTRAL
     info = {"sources": summary, "eval_overlap_removed": total_eval, "cross_source_duplicates": n_cross,
             "eval_sets": index.loaded, "eval_sets_skipped": index.skipped, "two_way": data_cfg.two_way,
             "trained_on_eval_sets": trained_eval, "excluded_groups": list(data_cfg.exclude_groups),
@@ -251,16 +252,16 @@ def load_nli_records(data_cfg: ExplainerData, data_dir, seed: int) -> tuple[list
     return records, info
 
 
-def split_records(records: list[dict], split: SplitConfig, seed: int):
+def split_records(records: list[PairRecord], split: SplitConfig, seed: int):
     """Three-way rows are split train/dev/test by (source, label); two-way rows and `train_only` rows (sources
     of near-duplicate minimal pairs, such as CAD) all go to train."""
-    three = [r for r in records if r["label"] != NOT_ENTAILMENT and not r.get("train_only")]
-    two = [r for r in records if r["label"] == NOT_ENTAILMENT or r.get("train_only")]
+    three = [r for r in records if r.label != NOT_ENTAILMENT and not r.meta.get("train_only")]
+    two = [r for r in records if r.label == NOT_ENTAILMENT or r.meta.get("train_only")]
     # A two-way source keeps its entailment rows with its not_entailment rows (in train): a dev/test split of
     # such a source would be all-entailment and say nothing.
-    two_way_sources = {r["source"] for r in two}
-    two += [r for r in three if r["source"] in two_way_sources]
-    three = [r for r in three if r["source"] not in two_way_sources]
+    two_way_sources = {r.source for r in two}
+    two += [r for r in three if r.source in two_way_sources]
+    three = [r for r in three if r.source not in two_way_sources]
     train, dev, test = stratified_split(three, (1 - split.dev - split.test, split.dev, split.test), seed=seed)
     train = train + two
     random.Random(seed).shuffle(train)
@@ -311,10 +312,10 @@ def main(argv=None) -> None:
     table = count_table({"train": train, "dev": dev, "test": test}, TRAIN_LABEL_NAMES)
     table += f"\n\nremoved as evaluation-set pairs: {info['eval_overlap_removed']}"
     print(table, flush=True)
-    has_two_way = any(r["label"] == NOT_ENTAILMENT for r in train)
+    has_two_way = any(r.label == NOT_ENTAILMENT for r in train)
     run_sequence_classification(cfg, train, dev, test, EXPLAINER_LABELS,
                                 "mixture:\n" + mixture_table(info["sources"]) + "\n\nsplits:\n" + table,
-                                text_fields=("premise", "hypothesis"), extra_eval={"data": info},
+                                extra_eval={"data": info},
                                 loss_fn=two_way_masked_loss if has_two_way else None)
 
 

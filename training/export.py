@@ -226,28 +226,34 @@ def run_max_length(run_dir: Path, model, override: int | None) -> int:
 
 # ---- parity inputs -------------------------------------------------------------------------------------------
 
-def _record_inputs(rec: dict, where: str) -> tuple[str, ...]:
-    """The model's input texts of a test/parity record (training.data.records knows the three kinds)."""
-    from training.data.base import DataError
-    from training.data.records import typed
+def record_kind(run_dir: Path) -> str:
+    """The kind of record a run's test.jsonl / parity.jsonl holds, from the labels the run trained."""
+    from inference.labels import DETECTOR_LABELS, EXPLAINER_LABELS, SENTINEL_LABELS
 
-    try:
-        return typed(rec, where).model_inputs()
-    except DataError as exc:
-        raise ExportError(str(exc)) from None
+    labels = _labels(run_dir)
+    kinds = {tuple(SENTINEL_LABELS): "prompt", tuple(EXPLAINER_LABELS): "nli", tuple(DETECTOR_LABELS): "span"}
+    if labels is None or tuple(labels) not in kinds:
+        raise ExportError(f"{run_dir}/label_map.json: labels {labels} are none of the Sentinel, Explainer or "
+                          "Detector labels, so its test.jsonl / parity.jsonl cannot be read")
+    return kinds[tuple(labels)]
 
 
 def parity_examples(run_dir: Path, n: int, seed: int = 0) -> tuple[list[tuple[str, ...]], str]:
     """Up to n inputs from RUN_DIR/test.jsonl, else RUN_DIR/parity.jsonl (a sample of training inputs that runs
     trained on all their data write; random, seeded), else the built-in sentences."""
-    from training.data.base import read_jsonl
+    from training.data.base import DataError, numbered_jsonl
+    from training.data.records import record_class
 
     for name in ("test.jsonl", PARITY_FILE):
         path = Path(run_dir) / name
-        rows = [(i, r) for i, r in enumerate(read_jsonl(path), 1)] if path.is_file() else []
+        rows = list(numbered_jsonl(path)) if path.is_file() else []
         if rows:
+            cls = record_class(record_kind(run_dir))
             picked = random.Random(seed).sample(rows, min(n, len(rows)))
-            return [_record_inputs(r, f"{path}:{i}") for i, r in picked], str(path)
+            try:
+                return [cls.from_dict(r, f"{path}:{i}").model_inputs() for i, r in picked], str(path)
+            except DataError as exc:
+                raise ExportError(str(exc)) from None
     return [(t,) for t in SAMPLE_TEXTS[:n]], "built-in sample sentences"
 
 

@@ -35,6 +35,7 @@ from training.data.augment import (
 )
 from training.data.base import get_adapter, resolve_data_dir
 from training.data.prep import check_classes, count_table, dedup, length_filter, stratified_split
+from training.data.records import PromptRecord
 
 log = logging.getLogger("halugate.training.sentinel")
 
@@ -97,32 +98,32 @@ class SentinelConfig:
     loso: LosoConfig = field(default_factory=LosoConfig)
 
 
-def load_prompt_records(data_cfg: SentinelData, data_dir, seed: int) -> list[dict]:
+def load_prompt_records(data_cfg: SentinelData, data_dir, seed: int) -> list[PromptRecord]:
     """Load every configured source, dedup (within and across sources), length-filter, then cap per source."""
     rng = random.Random(seed)
-    records: list[dict] = []
+    records: list[PromptRecord] = []
     for spec in data_cfg.sources:
         rows = _load_source(spec.name, data_dir, data_cfg)
         if spec.limit is not None and len(rows) > spec.limit:
             rows = rng.sample(rows, spec.limit)
         log.info("%-22s %6d records", spec.name, len(rows))
         records.extend(rows)
-    records, n_cross = dedup(records, key=lambda r: r["text"])
+    records, n_cross = dedup(records, key=lambda r: r.text)
     if n_cross:
         log.info("dropped %d prompts that appear in more than one source", n_cross)
     check_classes(records, SENTINEL_LABELS, "sentinel data")
     return records
 
 
-def _load_source(name: str, data_dir, data_cfg: SentinelData) -> list[dict]:
+def _load_source(name: str, data_dir, data_cfg: SentinelData) -> list[PromptRecord]:
     rows = get_adapter(name, kind="prompt").load(data_dir)
-    rows, n_dup = dedup(rows, key=lambda r: r["text"])
-    rows, n_len = length_filter(rows, lambda r: r["text"], data_cfg.min_chars, data_cfg.max_chars)
+    rows, n_dup = dedup(rows, key=lambda r: r.text)
+    rows, n_len = length_filter(rows, lambda r: r.text, data_cfg.min_chars, data_cfg.max_chars)
     log.debug("%s: dropped %d duplicates, %d by length", name, n_dup, n_len)
     return rows
 
 
-def load_ood_records(data_cfg: SentinelData, data_dir, seed: int) -> dict[str, list[dict]]:
+def load_ood_records(data_cfg: SentinelData, data_dir, seed: int) -> dict[str, list[PromptRecord]]:
     rng = random.Random(seed)
     out = {}
     for name in data_cfg.ood:
@@ -133,12 +134,12 @@ def load_ood_records(data_cfg: SentinelData, data_dir, seed: int) -> dict[str, l
     return out
 
 
-def finish_train_split(train: list[dict], data_cfg: SentinelData, seed: int) -> list[dict]:
+def finish_train_split(train: list[PromptRecord], data_cfg: SentinelData, seed: int) -> list[PromptRecord]:
     """Add the shortcut-breaking rewrites to the training split, then balance labels per style."""
     added = augment_records(train, data_cfg.augment, seed)
     if added:
         log.info("augmentation added %d training records: %s", len(added),
-                 dict(sorted(_count(r["augment"] for r in added).items())))
+                 dict(sorted(_count(r.meta["augment"] for r in added).items())))
     out = balance_by_style(train + added, data_cfg.balance, seed)
     log.info("training records by style x label: %s", style_counts(out))
     return out
@@ -151,8 +152,8 @@ def _count(items) -> dict:
     return counts
 
 
-def to_model_text(records: list[dict]) -> list[dict]:
-    return [{**r, "text": sentinel_text(r["text"])} for r in records]
+def to_model_text(records: list[PromptRecord]) -> list[PromptRecord]:
+    return [r.replace(text=sentinel_text(r.text)) for r in records]
 
 
 # ---- calibration ---------------------------------------------------------------------------------------------------
@@ -193,20 +194,20 @@ def calibrate_threshold(labels, probs, min_recall: float = 0.95) -> float | None
     return math.floor(t * 1e6) / 1e6
 
 
-def per_source_stats(records: list[dict], probs, threshold: float) -> dict:
+def per_source_stats(records: list[PromptRecord], probs, threshold: float) -> dict:
     out = {}
-    for src in sorted({r["source"] for r in records}):
-        idx = [i for i, r in enumerate(records) if r["source"] == src]
-        out[src] = binary_stats([records[i]["label"] for i in idx], np.asarray(probs)[idx], threshold)
+    for src in sorted({r.source for r in records}):
+        idx = [i for i, r in enumerate(records) if r.source == src]
+        out[src] = binary_stats([records[i].label for i in idx], np.asarray(probs)[idx], threshold)
     return out
 
 
-def make_post_eval(cfg: SentinelConfig, ood: dict[str, list[dict]] | None = None):
+def make_post_eval(cfg: SentinelConfig, ood: dict[str, list[PromptRecord]] | None = None):
     """post_eval for run_sequence_classification: calibrate on dev, write sentinel.json, score test and OOD."""
 
     def post_eval(trainer, tokenizer, out, dev_recs, dev_logits, test_recs, test_logits) -> dict:
         dev_p, test_p = positive_probs(dev_logits), positive_probs(test_logits)
-        dev_y, test_y = [r["label"] for r in dev_recs], [r["label"] for r in test_recs]
+        dev_y, test_y = [r.label for r in dev_recs], [r.label for r in test_recs]
         result: dict = {}
         threshold = None
         if cfg.calibration.enabled:
@@ -224,7 +225,7 @@ def make_post_eval(cfg: SentinelConfig, ood: dict[str, list[dict]] | None = None
         # per-record probabilities: eval.sentinel_loso pools the held-out groups' ones (a threshold from data the
         # model's sources did not include)
         with open(out / TEST_PREDICTIONS_FILE, "w", encoding="utf-8") as fh:
-            fh.writelines(json.dumps({"source": r["source"], "label": int(r["label"]), "p_fact": round(float(p), 6)})
+            fh.writelines(json.dumps({"source": r.source, "label": int(r.label), "p_fact": round(float(p), 6)})
                           + "\n" for r, p in zip(test_recs, test_p))
         result["test_by_threshold"] = {k: binary_stats(test_y, test_p, t) for k, t in thresholds.items()}
         result["test_per_source"] = {k: per_source_stats(test_recs, test_p, t) for k, t in thresholds.items()}
@@ -235,15 +236,15 @@ def make_post_eval(cfg: SentinelConfig, ood: dict[str, list[dict]] | None = None
     return post_eval
 
 
-def score_ood(trainer, tokenizer, cfg: SentinelConfig, ood: dict[str, list[dict]], thresholds: dict) -> dict:
+def score_ood(trainer, tokenizer, cfg: SentinelConfig, ood: dict[str, list[PromptRecord]], thresholds: dict) -> dict:
     from training.classify import tokenize_records
 
     out = {}
     for name, recs in ood.items():
         recs = to_model_text(recs)
-        pred = trainer.predict(tokenize_records(tokenizer, recs, ("text",), cfg.model.max_length))
+        pred = trainer.predict(tokenize_records(tokenizer, recs, cfg.model.max_length))
         p = positive_probs(pred.predictions)
-        out[name] = {k: binary_stats([r["label"] for r in recs], p, t) for k, t in thresholds.items()}
+        out[name] = {k: binary_stats([r.label for r in recs], p, t) for k, t in thresholds.items()}
         log.info("OOD %-20s %s", name, {k: (v["recall"], v["specificity"]) for k, v in out[name].items()})
     return out
 
@@ -268,8 +269,7 @@ def main(argv=None) -> None:
         check_classes(part, SENTINEL_LABELS, f"sentinel {name} split")
     table = count_table({"train": train, "dev": dev, "test": test}, SENTINEL_LABELS)
     print(table, flush=True)
-    run_sequence_classification(cfg, train, dev, test, SENTINEL_LABELS, table,
-                                text_fields=("text",), post_eval=make_post_eval(cfg, ood))
+    run_sequence_classification(cfg, train, dev, test, SENTINEL_LABELS, table, post_eval=make_post_eval(cfg, ood))
 
 
 if __name__ == "__main__":

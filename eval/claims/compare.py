@@ -17,16 +17,18 @@ from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
 
+from training.data.records import SpanRecord
+
 from .checker import ClaimChecker
 
 
-def stratified_sample(records: Sequence[dict], per_group: int | None, seed: int, key: str = "task_type") -> list[dict]:
-    """Up to `per_group` records of each group (sorted by id first, so the sample depends only on the seed)."""
+def stratified_sample(records: Sequence[SpanRecord], per_group: int | None, seed: int) -> list[SpanRecord]:
+    """Up to `per_group` records of each task type (sorted by id first, so the sample depends only on the seed)."""
     if per_group is None:
         return list(records)
     groups: dict = defaultdict(list)
-    for r in sorted(records, key=lambda r: r["id"]):
-        groups[r.get(key)].append(r)
+    for r in sorted(records, key=lambda r: r.id):
+        groups[r.task_type].append(r)
     rng = random.Random(seed)
     out = []
     for g in sorted(groups, key=str):
@@ -83,9 +85,9 @@ def compare_rows(rows: Sequence[dict]) -> dict:
     return out
 
 
-def run_comparison(records: Sequence[dict], gate, checker: ClaimChecker, *, batch_size: int = 16,
+def run_comparison(records: Sequence[SpanRecord], gate, checker: ClaimChecker, *, batch_size: int = 16,
                    progress: bool = False) -> tuple[list[dict], dict]:
-    """records: span records {id, context, question, answer, spans, task_type}. -> (rows, metrics)."""
+    """Detector and claim checker on the same span records (gold spans known). -> (rows, metrics)."""
     from tqdm.auto import tqdm
 
     from eval.halurate.detection import detect_items
@@ -94,8 +96,8 @@ def run_comparison(records: Sequence[dict], gate, checker: ClaimChecker, *, batc
     bar = tqdm(total=len(records), disable=not progress, desc="compare", unit="response", dynamic_ncols=True)
     for start in range(0, len(records), batch_size):
         chunk = records[start:start + batch_size]
-        items = [{"context": [r["context"]] if r["context"] else [], "question": r.get("question"),
-                  "answer": r["answer"]} for r in chunk]
+        items = [{"context": [r.context] if r.context else [], "question": r.question, "answer": r.answer}
+                 for r in chunk]
         for rec, res in zip(chunk, detect_items(gate, items)):
             if isinstance(res, Exception) or res.status != "ok":
                 det, det_status = None, (f"input_error: {res}" if isinstance(res, Exception) else
@@ -103,10 +105,10 @@ def run_comparison(records: Sequence[dict], gate, checker: ClaimChecker, *, batc
                 spans = []
             else:
                 det, det_status, spans = int(bool(res.spans)), "ok", [s.to_dict() for s in res.spans]
-            fc = checker.check(rec["answer"], rec["context"], rec.get("question"))
+            fc = checker.check(rec.answer, rec.context, rec.question)
             m = fc.metrics
-            rows.append({"id": rec["id"], "task_type": rec.get("task_type"), "model": rec.get("model"),
-                         "gold": int(bool(rec.get("spans"))), "gold_spans": rec.get("spans") or [],
+            rows.append({"id": rec.id, "task_type": rec.task_type, "model": rec.meta.get("model"),
+                         "gold": int(bool(rec.spans)), "gold_spans": rec.spans,
                          "detector": det, "detector_status": det_status, "detector_spans": spans,
                          "claims": int(not fc.passed), "claims_any_false": int(m["false_count"] > 0),
                          "factcheck": fc.to_dict()})

@@ -25,6 +25,7 @@ from typing import Any
 from inference.spans import normalize_task_type, render_context
 from inference.windowing import join_documents
 from training.data.base import DataError, numbered_jsonl, read_csv
+from training.data.records import SpanRecord
 
 BUILTIN_ALIASES = {"halueval": "halueval_qa", "ragtruth": "ragtruth_test_subset"}
 FILE_SUFFIXES = (".jsonl", ".json", ".csv")
@@ -86,28 +87,26 @@ def _from_span_adapter(name: str, data_dir, mode: str) -> list[EvalRecord]:
     if not rows:
         raise DataError(f"--data {name}: no usable records ({report.summary()})")
     if mode == "score":
-        return [EvalRecord(id=r["id"], context=r["context"], question=r.get("question"), answer=r["answer"],
-                           task_type=r.get("task_type"), category=r.get("model"), gold_spans=r.get("spans") or [],
-                           source=name) for r in rows]
+        return [EvalRecord(id=r.id, context=r.context, question=r.question, answer=r.answer,
+                           task_type=r.task_type, category=r.meta.get("model"), gold_spans=r.spans, source=name)
+                for r in rows]
     out: dict[tuple[str, str | None], EvalRecord] = {}
     for r in rows:
-        key = (r["context"], r.get("question"))
+        key = (r.context, r.question)
         rid = _question_id(name, r)
         if key not in out:
-            out[key] = EvalRecord(id=rid, context=r["context"], question=r.get("question"),
-                                  task_type=r.get("task_type"), source=name)
-        if name == "halueval_qa_spans" and not r.get("spans"):
-            out[key].reference_answer = r["answer"]
+            out[key] = EvalRecord(id=rid, context=r.context, question=r.question, task_type=r.task_type, source=name)
+        if name == "halueval_qa_spans" and not r.spans:
+            out[key].reference_answer = r.answer
     return list(out.values())
 
 
-def _question_id(name: str, rec: dict) -> str:
-    rid = str(rec["id"])
+def _question_id(name: str, rec: SpanRecord) -> str:
     if name == "halueval_qa_spans":
-        return rid.rsplit("-", 1)[0]  # halueval_qa-17-right -> halueval_qa-17
-    if rec.get("source_id"):
-        return f"{name}-src-{rec['source_id']}"
-    digest = hashlib.sha256(json.dumps([rec["context"], rec.get("question")]).encode()).hexdigest()[:12]
+        return rec.id.rsplit("-", 1)[0]  # halueval_qa-17-right -> halueval_qa-17
+    if rec.meta.get("source_id"):
+        return f"{name}-src-{rec.meta['source_id']}"
+    digest = hashlib.sha256(json.dumps([rec.context, rec.question]).encode()).hexdigest()[:12]
     return f"{name}-{digest}"
 
 

@@ -35,6 +35,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
+from training.data.records import PromptRecord
+
 POS, NEG = 1, 0
 
 _WH = r"(who|what|when|where|which|whose|whom|why|how)"
@@ -303,12 +305,12 @@ class _Context:
 _CODE_RE = re.compile(r"```|\bdef \w+\(|\bassert\b|\breturn\b|[{};]\s*$|^\s{4}\S", re.MULTILINE)
 
 
-def _passage(rec: dict) -> str | None:
+def _passage(rec: PromptRecord) -> str | None:
     """The pasted passage of a fact-seeking record with one (a short instruction and a passage separated by a
     blank line, e.g. Dolly with its context, BoolQ), or None. Code and creative texts are never used."""
-    if rec["label"] != POS:
+    if rec.label != POS:
         return None
-    blocks = [b.strip() for b in re.split(r"\n\s*\n", rec["text"].strip()) if b.strip()]
+    blocks = [b.strip() for b in re.split(r"\n\s*\n", rec.text.strip()) if b.strip()]
     if len(blocks) != 2:
         return None
     short, long_ = sorted(blocks, key=len)
@@ -354,56 +356,55 @@ class BalanceConfig:
             raise ValueError("balance.max_ratio: must be >= 1")
 
 
-def augment_records(records: list[dict], cfg: AugmentConfig, seed: int) -> list[dict]:
-    """New records (the originals are not included), each with `augment` = the rewrite name and the origin's
-    `source`. Deterministic for a seed and the same input."""
+def augment_records(records: list[PromptRecord], cfg: AugmentConfig, seed: int) -> list[PromptRecord]:
+    """New records (the originals are not included), each with `meta["augment"]` = the rewrite name and the
+    origin's `source`. Deterministic for a seed and the same input."""
     if not cfg.enabled:
         return []
     rng = random.Random(seed)
-    ordered = sorted(records, key=lambda r: (r["source"], r["text"]))
+    ordered = sorted(records, key=lambda r: (r.source, r.text))
     ctx = _Context(
         documents=sorted({p for r in ordered if (p := _passage(r))}),
-        pos_short=[r["text"] for r in ordered if r["label"] == POS and prompt_style(r["text"]) == "question"],
+        pos_short=[r.text for r in ordered if r.label == POS and prompt_style(r.text) == "question"],
     )
-    out: list[dict] = []
-    seen = {r["text"] for r in records}
+    out: list[PromptRecord] = []
+    seen = {r.text for r in records}
     for name in cfg.rewrites:
         label, fn = REWRITES[name]
         rate = cfg.rate_of(name)
         for rec in ordered:
-            if rec["label"] != label or rec.get("augment") or rng.random() >= rate:
+            if rec.label != label or rec.meta.get("augment") or rng.random() >= rate:
                 continue
-            res = fn(rec["text"], rng, ctx)
+            res = fn(rec.text, rng, ctx)
             if res is None:
                 continue
             text, new_label = res
             if text in seen:
                 continue
             seen.add(text)
-            extra = {k: v for k, v in rec.items() if k not in ("text", "label")}
-            out.append({**extra, "text": text, "label": new_label, "augment": name})
+            out.append(rec.replace(text=text, label=new_label, meta={**rec.meta, "augment": name}))
     if cfg.max_total is not None and len(out) > cfg.max_total:
         out = rng.sample(out, cfg.max_total)
     return out
 
 
-def style_counts(records: list[dict]) -> dict[str, dict[int, int]]:
+def style_counts(records: list[PromptRecord]) -> dict[str, dict[int, int]]:
     counts: dict[str, Counter] = defaultdict(Counter)
     for r in records:
-        counts[prompt_style(r["text"])][r["label"]] += 1
+        counts[prompt_style(r.text)][r.label] += 1
     return {s: dict(counts[s]) for s in STYLES if s in counts}
 
 
-def balance_by_style(records: list[dict], cfg: BalanceConfig, seed: int) -> list[dict]:
+def balance_by_style(records: list[PromptRecord], cfg: BalanceConfig, seed: int) -> list[PromptRecord]:
     """Per style, cut the majority label to max_ratio x the minority (downsample) or repeat the minority up to
     majority / max_ratio (upsample). Styles with one label only are kept as they are."""
     if cfg.mode == "none":
         return list(records)
     rng = random.Random(seed)
-    groups: dict[tuple[str, int], list[dict]] = defaultdict(list)
+    groups: dict[tuple[str, int], list[PromptRecord]] = defaultdict(list)
     for r in records:
-        groups[(prompt_style(r["text"]), r["label"])].append(r)
-    out: list[dict] = []
+        groups[(prompt_style(r.text), r.label)].append(r)
+    out: list[PromptRecord] = []
     for style in STYLES:
         pos, neg = groups.get((style, POS), []), groups.get((style, NEG), [])
         if not pos or not neg:

@@ -1,8 +1,7 @@
 """Dataset adapters: one per public dataset, loading from the Hub (users' default) or a local data dir.
 
-An adapter returns plain dict records that always carry a `source` field. Which keys the rest of a record has
-depends on the task: prompt records (`text`, `label`), span records (`context`, `question`, `answer`,
-`spans`, `task_type`) and NLI pairs (`premise`, `hypothesis`, `label`).
+`Adapter.load` returns typed records (`training.data.records`: PromptRecord, PairRecord, SpanRecord) whose
+`source` is the dataset's name.
 """
 
 from __future__ import annotations
@@ -47,7 +46,8 @@ class Adapter:
     def missing_files(self, data_dir: Path) -> list[Path]:
         return [data_dir / f for f in self.local_files if not (data_dir / f).exists()]
 
-    def load(self, data_dir: str | os.PathLike | None = None, limit: int | None = None) -> list[dict]:
+    def load_rows(self, data_dir: str | os.PathLike | None = None, limit: int | None = None) -> list:
+        """The rows as the dataset's reader yields them (records, or raw dicts for span datasets)."""
         root = resolve_data_dir(data_dir)
         if root is not None and self.load_local is None and self.load_hub is not None:
             root = None  # no local copy of this dataset exists: the Hub is the only source
@@ -77,10 +77,35 @@ class Adapter:
             rows = self.load_hub()
         out = []
         for row in rows:
-            row.setdefault("source", self.name)
             out.append(row)
             if limit is not None and len(out) >= limit:
                 break
+        return out
+
+    def load(self, data_dir: str | os.PathLike | None = None, limit: int | None = None, report=None) -> list:
+        """The dataset as typed records of this adapter's kind (`training.data.records`), `source` set to its name.
+
+        Prompt and NLI rows are checked field by field (a DataError names the dataset and row). Span rows go
+        through `clean_span_records`, which fixes, drops and counts what it must into `report` (a
+        `SpanDataReport`; a fresh one when None), since span datasets carry known-bad rows.
+        """
+        from training.data.records import record_class  # records imports this module
+
+        rows = self.load_rows(data_dir, limit)
+        if self.kind == "span":
+            from training.data.spans import SpanDataReport, clean_span_records
+
+            return clean_span_records(rows, self.name, report if report is not None else SpanDataReport(),
+                                      require_context=self.extra.get("has_context", True))
+        cls = record_class(self.kind)
+        out = []
+        for i, row in enumerate(rows):
+            where = f"dataset {self.name!r} row {i}"
+            rec = row if isinstance(row, cls) else cls.from_dict(row, where)
+            rec.check(where)  # from_dict checks too; records an adapter built itself are checked here
+            if not rec.source:
+                rec.source = self.name
+            out.append(rec)
         return out
 
 

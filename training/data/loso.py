@@ -17,14 +17,15 @@ from dataclasses import dataclass
 
 from training.data.base import DataError
 from training.data.prep import normalize_text
+from training.data.records import PromptRecord
 
 
 @dataclass
 class Fold:
     name: str                # the held-out group
     heldout_sources: list[str]
-    train: list[dict]        # records of every other group (to be split into train / dev by the caller)
-    heldout: list[dict]      # every record of the held-out group
+    train: list[PromptRecord]        # records of every other group (to be split into train / dev by the caller)
+    heldout: list[PromptRecord]      # every record of the held-out group
 
 
 def group_of(source: str, families: dict[str, list[str]], by: str) -> str:
@@ -48,12 +49,12 @@ def check_families(families: dict[str, list[str]], sources: list[str]) -> None:
         raise DataError(f"loso.families: {unknown} are not in data.sources")
 
 
-def loso_folds(records: list[dict], families: dict[str, list[str]] | None = None, by: str = "family",
+def loso_folds(records: list[PromptRecord], families: dict[str, list[str]] | None = None, by: str = "family",
                only: list[str] | None = None) -> Iterator[Fold]:
     """One fold per group (sorted by name), or only the named groups."""
     families = families or {}
     groups: dict[str, list[str]] = {}
-    for src in sorted({r["source"] for r in records}):
+    for src in sorted({r.source for r in records}):
         groups.setdefault(group_of(src, families, by), []).append(src)
     if only:
         missing = sorted(set(only) - set(groups))
@@ -63,20 +64,20 @@ def loso_folds(records: list[dict], families: dict[str, list[str]] | None = None
         if only and name not in only:
             continue
         held = set(groups[name])
-        fold = Fold(name, sorted(held), [r for r in records if r["source"] not in held],
-                    [r for r in records if r["source"] in held])
+        fold = Fold(name, sorted(held), [r for r in records if r.source not in held],
+                    [r for r in records if r.source in held])
         check_no_leak(fold.train, fold.heldout)
         yield fold
 
 
-def check_no_leak(train: list[dict], heldout: list[dict]) -> None:
+def check_no_leak(train: list[PromptRecord], heldout: list[PromptRecord]) -> None:
     """Raise when a held-out source, or the normalised text of a held-out record, is in the training records."""
-    held_sources = {r["source"] for r in heldout}
-    bad = sorted({r["source"] for r in train} & held_sources)
+    held_sources = {r.source for r in heldout}
+    bad = sorted({r.source for r in train} & held_sources)
     if bad:
         raise DataError(f"leave-one-out leak: held-out source(s) {bad} in the training records")
-    held_texts = {normalize_text(r["text"]) for r in heldout}
-    dup = [r for r in train if normalize_text(r["text"]) in held_texts]
+    held_texts = {normalize_text(r.text) for r in heldout}
+    dup = [r for r in train if normalize_text(r.text) in held_texts]
     if dup:
         raise DataError(f"leave-one-out leak: {len(dup)} training record(s) repeat a held-out text, e.g. "
-                        f"{dup[0]['text'][:80]!r} ({dup[0]['source']})")
+                        f"{dup[0].text[:80]!r} ({dup[0].source})")

@@ -1,4 +1,4 @@
-"""NLI adapters for the Explainer: `{"premise", "hypothesis", "label", "source"}` records.
+"""NLI adapters for the Explainer: `PairRecord`s (premise, hypothesis, label, source; extras in `meta`).
 
 Labels follow inference.labels.EXPLAINER_LABELS: 0 entailment, 1 neutral, 2 contradiction. Two-way datasets
 (entailment vs not) mark their negative class with NOT_ENTAILMENT = 3: "the answer is neutral OR
@@ -9,7 +9,7 @@ and mapping it to "neutral" would teach the model that contradictions are neutra
 mapped to a three-way class where the source says what it was (SciTail: "not_entailment" was "neutral").
 
 Every label mapping is explicit (a dict per dataset); an unknown label value is an error that names the
-dataset and the file, never a silent default. Optional extra fields: `pair_id` (upstream id, namespaced such
+dataset and the file, never a silent default. Optional `meta` fields: `pair_id` (upstream id, namespaced such
 as "mnli:63735n", used to keep evaluation pairs out of training), `domain`, `item` (the upstream item a record
 was derived from) and `train_only` (the record never enters the held-out dev/test split).
 
@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from training.data.base import Adapter, DataError, hub_rows, read_csv, read_json, read_jsonl, register
+from training.data.records import PairRecord
 
 ENTAILMENT, NEUTRAL, CONTRADICTION = 0, 1, 2
 NOT_ENTAILMENT = 3  # two-way marker: the gold answer is in {neutral, contradiction}
@@ -58,8 +59,8 @@ def map_label(value, mapping: dict, dataset: str, where: str) -> int:
     return mapping[key]
 
 
-def _rec(premise: str, hypothesis: str, label: int, **extra) -> dict:
-    return {"premise": str(premise).strip(), "hypothesis": str(hypothesis).strip(), "label": label, **extra}
+def _rec(premise: str, hypothesis: str, label: int, **meta) -> PairRecord:
+    return PairRecord(str(premise).strip(), str(hypothesis).strip(), label, meta=meta)
 
 
 def _nli_adapter(name, local_files, local, hub_id=None, hub=None, description="", **extra) -> Adapter:

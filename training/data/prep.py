@@ -9,6 +9,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 
 from training.data.base import DataError
+from training.data.records import Record
 
 
 def normalize_text(text: str) -> str:
@@ -17,7 +18,7 @@ def normalize_text(text: str) -> str:
     return re.sub(r"\s+", " ", text).strip()
 
 
-def dedup(records: list[dict], key: Callable[[dict], str]) -> tuple[list[dict], int]:
+def dedup(records: list[Record], key: Callable[[Record], str]) -> tuple[list[Record], int]:
     """Keep the first record per normalised key; returns (kept, number removed)."""
     seen: set[str] = set()
     kept = []
@@ -31,8 +32,8 @@ def dedup(records: list[dict], key: Callable[[dict], str]) -> tuple[list[dict], 
 
 
 def length_filter(
-    records: list[dict], text: Callable[[dict], str], min_chars: int = 1, max_chars: int | None = None
-) -> tuple[list[dict], int]:
+    records: list[Record], text: Callable[[Record], str], min_chars: int = 1, max_chars: int | None = None
+) -> tuple[list[Record], int]:
     kept = [
         r for r in records
         if len(text(r).strip()) >= min_chars and (max_chars is None or len(text(r)) <= max_chars)
@@ -41,11 +42,11 @@ def length_filter(
 
 
 def stratified_split(
-    records: Sequence[dict],
+    records: Sequence[Record],
     fractions: tuple[float, float, float] = (0.8, 0.1, 0.1),
     seed: int = 42,
-    strata: Callable[[dict], object] = lambda r: (r["source"], r["label"]),
-) -> tuple[list[dict], list[dict], list[dict]]:
+    strata: Callable[[Record], object] = lambda r: (r.source, r.label),
+) -> tuple[list[Record], list[Record], list[Record]]:
     """Split each stratum (default: source x label) by the same fractions, with a fixed seed.
 
     Records are ordered by their normalised text inside a stratum before shuffling, so the split depends only
@@ -53,13 +54,15 @@ def stratified_split(
     """
     if abs(sum(fractions) - 1.0) > 1e-6:
         raise ValueError(f"split fractions must sum to 1, got {fractions}")
-    groups: dict[object, list[dict]] = defaultdict(list)
+    groups: dict[object, list[Record]] = defaultdict(list)
     for rec in records:
         groups[strata(rec)].append(rec)
+    # the JSONL form (declared fields and meta) orders a stratum, as it did when records were dicts: splits stay
+    # the same across versions
     train, dev, test = [], [], []
     rng = random.Random(seed)
     for key in sorted(groups, key=repr):
-        items = sorted(groups[key], key=lambda r: repr(sorted((k, str(v)) for k, v in r.items())))
+        items = sorted(groups[key], key=lambda r: repr(sorted((k, str(v)) for k, v in r.to_dict().items())))
         rng.shuffle(items)
         n = len(items)
         n_test = round(n * fractions[2])
@@ -74,16 +77,14 @@ def stratified_split(
     return train, dev, test
 
 
-def count_table(splits: dict[str, list[dict]], label_names: list[str] | None = None,
-                label_key: str = "label") -> str:
+def count_table(splits: dict[str, list[Record]], label_names: list[str] | None = None) -> str:
     """A plain-text per-source, per-label count table over the given splits."""
     counts: dict[tuple[str, object], Counter] = defaultdict(Counter)
     labels: set = set()
     for split, recs in splits.items():
         for r in recs:
-            lab = r.get(label_key)
-            labels.add(lab)
-            counts[(r["source"], lab)][split] += 1
+            labels.add(r.label)
+            counts[(r.source, r.label)][split] += 1
     def lname(lab):
         if label_names is not None and isinstance(lab, int) and 0 <= lab < len(label_names):
             return label_names[lab]
@@ -102,9 +103,9 @@ def count_table(splits: dict[str, list[dict]], label_names: list[str] | None = N
     return "\n".join(lines)
 
 
-def check_classes(records: list[dict], label_names: list[str], where: str, label_key: str = "label") -> None:
+def check_classes(records: list[Record], label_names: list[str], where: str) -> None:
     """Stop with the counts when a class is empty (after filtering there is nothing to learn it from)."""
-    counts = Counter(r[label_key] for r in records)
+    counts = Counter(r.label for r in records)
     empty = [name for i, name in enumerate(label_names) if counts.get(i, 0) == 0]
     if empty:
         summary = ", ".join(f"{name}={counts.get(i, 0)}" for i, name in enumerate(label_names))

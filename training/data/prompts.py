@@ -1,4 +1,4 @@
-"""Prompt adapters for the Sentinel: `{"text", "label", "source"}` records.
+"""Prompt adapters for the Sentinel: `PromptRecord`s (text, label, source; dataset extras in `meta`).
 
 The labelling rule every adapter follows is written down in docs/sentinel.md: a prompt needs fact-checking when
 its answer asserts checkable facts about the world (who / what / when / where / how many, definitions,
@@ -16,12 +16,13 @@ import re
 from pathlib import Path
 
 from training.data.base import Adapter, hub_rows, read_csv, read_json, read_jsonl, register
+from training.data.records import PromptRecord
 
 POS, NEG = 1, 0
 
 
-def _rec(text: str, label: int, **extra) -> dict:
-    return {"text": text.strip(), "label": label, **extra}
+def _rec(text: str, label: int, **meta) -> PromptRecord:
+    return PromptRecord(text.strip(), label, meta=meta)
 
 
 def _prompt_adapter(name, label, local_files, local, hub_id=None, hub=None, description=""):

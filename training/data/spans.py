@@ -1,4 +1,5 @@
-"""Span adapters for the Detector: records `{id, context, question, answer, spans, task_type, source}`.
+"""Span adapters for the Detector: raw rows `{id, context, question, answer, spans, task_type, ...}`, cleaned into
+`SpanRecord`s (training.data.records) by `clean_span_records`.
 
 `spans` are character offsets into `answer` (`{"start", "end", "text", "label_type"?}`); an empty list is a
 faithful answer. Adapters return what the dataset says; `clean_span_records` then validates every record
@@ -12,6 +13,7 @@ kept back for evaluation were removed); split it by `source_id`.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import difflib
 import glob
 import json
@@ -24,6 +26,7 @@ from pathlib import Path
 from inference.grounding import STOPWORDS
 from inference.spans import FATAL_SPAN_PROBLEMS, check_spans, normalize_task_type, render_context
 from training.data.base import Adapter, DataError, hub_rows, read_csv, read_json, read_jsonl, register
+from training.data.records import SpanRecord
 
 log = logging.getLogger("halugate.data")
 
@@ -415,15 +418,18 @@ class SpanDataReport:
 
 
 def clean_span_records(records: list[dict], source: str, report: SpanDataReport,
-                       require_context: bool = True) -> list[dict]:
-    """Validate records; fix what can be fixed (relocated/merged spans), drop the rest; every case is reported.
+                       require_context: bool = True) -> list[SpanRecord]:
+    """Validate raw span rows into `SpanRecord`s; fix what can be fixed (relocated/merged spans), drop the rest;
+    every case is reported.
 
     Dropped: `_problem` set by the adapter, missing/non-string answer or context, empty answer, spans that
     cannot be placed in the answer. Kept with a note: spans relocated by their text, overlapping spans merged.
-    Kept records get `label` (1 when the answer has a span) and `source`.
+    Kept records get `label` (1 when the answer has a span) and `source`; other fields of the row go to `meta`.
     """
     kept = []
     for i, rec in enumerate(records):
+        if isinstance(rec, SpanRecord):  # already typed (e.g. recombined): validate the same way
+            rec = rec.to_dict()
         rid = str(rec.get("id") or f"{source}-{i}")
         if rec.get("id") is None:
             report.add(source, "missing_id (numbered)", rid)
@@ -460,25 +466,28 @@ def clean_span_records(records: list[dict], source: str, report: SpanDataReport,
         task = normalize_task_type(rec.get("task_type"))
         if rec.get("task_type") and task is None:
             report.add(source, f"unknown task_type {rec.get('task_type')!r} (no template)", rid)
-        out = dict(rec, id=rid, context=context or "", answer=answer, spans=spans, task_type=task,
-                   label=int(bool(spans)))
-        out.setdefault("source", source)
-        out["question"] = (rec.get("question") or None)
-        kept.append(out)
+        question = rec.get("question") or None
+        if question is not None and not isinstance(question, str):
+            question = str(question)
+        meta = {k: v for k, v in rec.items() if k not in SPAN_FIELDS}
+        kept.append(SpanRecord(context=context or "", answer=answer, question=question, spans=spans,
+                               task_type=task, id=rid, label=int(bool(spans)), source=rec.get("source") or source,
+                               meta=meta))
         report.kept[source] += 1
     return kept
 
 
-def load_span_source(name: str, data_dir, report: SpanDataReport) -> list[dict]:
-    """Load one span adapter and clean it (context required unless the adapter says it has none)."""
+SPAN_FIELDS = {f.name for f in dataclasses.fields(SpanRecord)} - {"meta"}
+
+
+def load_span_source(name: str, data_dir, report: SpanDataReport) -> list[SpanRecord]:
+    """Load one span adapter, cleaned (context required unless the adapter says it has none), into `report`."""
     from training.data.base import get_adapter
 
-    adapter = get_adapter(name, kind="span")
-    rows = adapter.load(data_dir)
-    return clean_span_records(rows, name, report, require_context=adapter.extra.get("has_context", True))
+    return get_adapter(name, kind="span").load(data_dir, report=report)
 
 
-def read_span_file(path: Path, report: SpanDataReport, require_context: bool = True) -> list[dict]:
+def read_span_file(path: Path, report: SpanDataReport, require_context: bool = True) -> list[SpanRecord]:
     """A JSONL file of span records (e.g. RUN_DIR/test.jsonl) or of RAGTruth-schema rows (response + labels)."""
     rows = list(read_jsonl(path))
     if rows and "response" in rows[0] and "answer" not in rows[0]:
@@ -486,6 +495,6 @@ def read_span_file(path: Path, report: SpanDataReport, require_context: bool = T
     return clean_span_records(rows, path.stem, report, require_context=require_context)
 
 
-def dump_records(path: Path, records: list[dict]) -> None:
+def dump_records(path: Path, records: list[SpanRecord]) -> None:
     with open(path, "w", encoding="utf-8") as fh:
-        fh.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
+        fh.writelines(json.dumps(r.to_dict(), ensure_ascii=False) + "\n" for r in records)

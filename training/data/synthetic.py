@@ -20,6 +20,8 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from training.data.records import SpanRecord
+
 TRANSFORMS = ("number", "date", "entity", "negation", "clause")
 
 _MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
@@ -68,13 +70,13 @@ def entities(text: str) -> list[str]:
 class _Pools:
     """Corpus-level material for swaps and insertions, built once from all pairs (order-independent)."""
 
-    def __init__(self, pairs: Sequence[dict]):
+    def __init__(self, pairs: Sequence[SpanRecord]):
         ents: set[str] = set()
         sents: list[tuple[str, str]] = []
         for p in pairs:
-            ents.update(entities(p["context"]))
-            for m in _SENTENCE.finditer(p["context"]):
-                sents.append((p["id"], m.group().strip()))
+            ents.update(entities(p.context))
+            for m in _SENTENCE.finditer(p.context):
+                sents.append((p.id, m.group().strip()))
         self.entities = sorted(ents)
         self.sentences = sorted(set(sents))
 
@@ -194,8 +196,14 @@ def _overlaps(e: _Edit, chosen: list[_Edit]) -> bool:
     return any(e.start <= c.end and c.start <= e.end for c in chosen)
 
 
-def generate_synthetic(pairs: Sequence[dict], seed: int = 42, faithful_fraction: float = 0.3,
-                       transforms: Sequence[str] = TRANSFORMS, max_edits: int = 1) -> tuple[list[dict], Counter]:
+def _variant(p: SpanRecord, kind: str, **changes) -> SpanRecord:
+    return p.replace(id=f"syn-{p.id}-{kind}", source=f"synthetic:{p.source or 'unknown'}",
+                     meta={**p.meta, "origin_id": p.id, "synthetic": kind}, **changes)
+
+
+def generate_synthetic(pairs: Sequence[SpanRecord], seed: int = 42, faithful_fraction: float = 0.3,
+                       transforms: Sequence[str] = TRANSFORMS, max_edits: int = 1
+                       ) -> tuple[list[SpanRecord], Counter]:
     """Turn faithful (context, answer) records into a mix of held-out faithful negatives and hallucinated answers.
 
     `pairs` are span records; those with spans are skipped (counted). Returns (records, stats), stats counting
@@ -209,23 +217,20 @@ def generate_synthetic(pairs: Sequence[dict], seed: int = 42, faithful_fraction:
     stats: Counter = Counter()
     faithful = []
     for p in pairs:
-        if p.get("spans"):
+        if p.spans:
             stats["skipped_not_faithful"] += 1
         else:
             faithful.append(p)
-    faithful.sort(key=lambda p: p["id"])
+    faithful.sort(key=lambda p: p.id)
     pools = _Pools(faithful)
     out = []
     for p in faithful:
-        rng = random.Random(f"{seed}:{p['id']}")
-        base = {k: v for k, v in p.items() if k not in ("spans", "label")}
-        origin = p.get("source", "unknown")
+        rng = random.Random(f"{seed}:{p.id}")
         if rng.random() < faithful_fraction:
-            out.append({**base, "id": f"syn-{p['id']}-faithful", "spans": [], "label": 0,
-                        "source": f"synthetic:{origin}", "origin_id": p["id"], "synthetic": "faithful"})
+            out.append(_variant(p, "faithful", spans=[], label=0))
             stats["faithful_kept"] += 1
             continue
-        answer, context = p["answer"], p["context"]
+        answer, context = p.answer, p.context
         order = list(transforms)
         rng.shuffle(order)
         chosen: list[_Edit] = []
@@ -241,7 +246,7 @@ def generate_synthetic(pairs: Sequence[dict], seed: int = 42, faithful_fraction:
             elif t == "negation":
                 cands = _negation_edits(answer, context, rng)
             else:
-                cands = _clause_edits(answer, context, rng, pools, p["id"])
+                cands = _clause_edits(answer, context, rng, pools, p.id)
             cands = [c for c in cands if not _overlaps(c, chosen) and c.replacement != answer[c.start:c.end]]
             if cands:
                 chosen.append(rng.choice(cands))
@@ -251,10 +256,8 @@ def generate_synthetic(pairs: Sequence[dict], seed: int = 42, faithful_fraction:
         new_answer, spans = _apply(answer, chosen)
         for s in spans:
             if new_answer[s["start"]:s["end"]] != s["text"] or s["end"] <= s["start"]:
-                raise RuntimeError(f"synthetic span invariant broken for {p['id']}: {s}")
+                raise RuntimeError(f"synthetic span invariant broken for {p.id}: {s}")
         for e in chosen:
             stats[e.transform] += 1
-        out.append({**base, "id": f"syn-{p['id']}-{'+'.join(e.transform for e in chosen)}", "answer": new_answer,
-                    "spans": spans, "label": 1, "source": f"synthetic:{origin}", "origin_id": p["id"],
-                    "synthetic": "+".join(e.transform for e in chosen)})
+        out.append(_variant(p, "+".join(e.transform for e in chosen), answer=new_answer, spans=spans, label=1))
     return out, stats
