@@ -25,12 +25,23 @@ import sys
 import time
 from pathlib import Path
 
+from inference.detector_stage import Calibration
 from inference.grounding import unsupported_spans
 from inference.spans import token_labels
-from training.data.base import DataError
+from training.classify import hardware
+from training.data.base import DataError, resolve_data_dir
 from training.data.records import SpanRecord
+from training.data.spans import (
+    SpanDataReport,
+    clean_span_records,
+    join_ragtruth,
+    load_ragtruth_subset_folder,
+    load_span_source,
+    read_span_file,
+)
 from training.detector_scoring import Prediction, evaluate, runtime_gate
 from training.span_metrics import Scored, detection_metrics
+from training.trainer import write_json
 
 log = logging.getLogger("halugate.eval.detector")
 
@@ -49,16 +60,6 @@ PUBLISHED = [
 
 def load_eval_records(data: str, data_dir=None) -> tuple[list[SpanRecord], dict]:
     """Records + the data report (problems with ids) for an adapter name, a folder or a JSONL file."""
-    from training.data.base import DataError, resolve_data_dir
-    from training.data.spans import (
-        SpanDataReport,
-        clean_span_records,
-        join_ragtruth,
-        load_ragtruth_subset_folder,
-        load_span_source,
-        read_span_file,
-    )
-
     report = SpanDataReport()
     path = Path(data).expanduser()
     if path.is_file():
@@ -220,8 +221,6 @@ def write_report(path: Path, result: dict) -> None:
 def evaluate_model(model: str, records: list[SpanRecord], backend: str | None = None, threshold: float | None = None,
                    with_sweep: bool = True, overrides: list[str] | None = None) -> tuple[dict, list[Prediction]]:
     """Metrics of a run dir (torch) or export dir (onnx) through the runtime, with the reference rows."""
-    from inference.detector_stage import Calibration
-
     backend = backend or ("onnx" if any(Path(model).glob("*.onnx")) else "torch")
     gate = runtime_gate(model, backend, overrides=overrides)
     if threshold is not None:  # an explicit threshold replaces the calibrated one (nothing else changes)
@@ -265,7 +264,7 @@ def main(argv=None) -> None:
     if args.threshold is not None and not 0.0 < args.threshold < 1.0:
         raise DataError("--threshold: must be in (0, 1)")
     if args.cv is not None:
-        from eval.detector_cv import run_cv
+        from eval.detector_cv import run_cv  # eval.detector_cv imports this module
 
         if not args.config:
             raise DataError("--cv needs --config (the recipe each fold trains)")
@@ -274,9 +273,6 @@ def main(argv=None) -> None:
         return
     if not args.model or not args.data:
         raise DataError("--model and --data are required (or --cv K --config FILE)")
-    from training.classify import hardware
-    from training.trainer import write_json
-
     run = Path(args.model)
     if not (run / "config.json").is_file():
         raise DataError(f"--model {run}: no config.json: not a Detector run or export directory")

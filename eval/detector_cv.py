@@ -24,10 +24,17 @@ import statistics
 import time
 from pathlib import Path
 
+from eval.detector import PUBLISHED, baseline_items, prediction_rows
 from inference.detector_stage import Calibration
+from training.classify import hardware
+from training.cli import resolve_config_file
+from training.data.base import DataError, resolve_data_dir
 from training.data.records import SpanRecord
 from training.data.spans import SpanDataReport
+from training.detector import DetectorConfig, group_key, group_split, load_mixture, train_and_calibrate
+from training.detector_scoring import apply_calibration, fit_calibration, metrics_of, predict, runtime_gate
 from training.span_metrics import detection_metrics
+from training.trainer import setup_run, write_json
 
 log = logging.getLogger("halugate.eval.detector")
 
@@ -37,8 +44,6 @@ ROWS = ("detector", "detector_without_combiner", "flag_everything", "lexical", "
 
 def fold_of_sources(records: list[SpanRecord], k: int, seed: int) -> dict[str, int]:
     """source group key -> fold, groups dealt round-robin after a seeded shuffle (sizes differ by one group)."""
-    from training.detector import group_key
-
     keys = sorted({group_key(r) for r in records})
     random.Random(f"cv:{seed}").shuffle(keys)
     return {key: i % k for i, key in enumerate(keys)}
@@ -63,17 +68,6 @@ def _mean_std(values: list[float]) -> dict:
 def run_fold(cfg, fold: int, train_recs: list[SpanRecord], test_recs: list[SpanRecord], out: Path,
              recalibrate: bool = False) -> dict:
     """Train (unless the fold's model exists and only a recalibration is asked), calibrate, score fold k."""
-    from eval.detector import baseline_items, prediction_rows
-    from training.detector import group_split, train_and_calibrate
-    from training.detector_scoring import (
-        apply_calibration,
-        fit_calibration,
-        metrics_of,
-        predict,
-        runtime_gate,
-    )
-    from training.trainer import write_json
-
     done = out / "fold_metrics.json"
     if done.is_file() and not recalibrate:
         log.info("fold %d: done already (%s)", fold, done)
@@ -142,8 +136,6 @@ def summarize(folds: list[dict]) -> dict:
 
 
 def write_cv_report(path: Path, result: dict) -> None:
-    from eval.detector import PUBLISHED
-
     rows, k = result["summary"]["rows"], result["k"]
     names = {"detector": "**Detector (shipped procedure: model + calibrated grounding combiner)**",
              "detector_without_combiner": "Detector alone (same model, calibrated without the combiner)",
@@ -200,10 +192,6 @@ def write_cv_report(path: Path, result: dict) -> None:
 def cv_records(config: str, data_dir, source: str, k: int):
     """(records, fold of each source group, group_key) exactly as run_cv folds them (same recipe and seed): for
     evaluations that re-score the fold models (scripts/bench_windows.py, eval.detector_nli)."""
-    from training.cli import resolve_config_file
-    from training.data.base import resolve_data_dir
-    from training.detector import DetectorConfig, group_key, load_mixture
-
     cfg = resolve_config_file(DetectorConfig, config, [], data_dir)
     records, _ = load_mixture(cfg, resolve_data_dir(cfg.run.data_dir), SpanDataReport())
     folded = [r for r in records if r.source == source]
@@ -214,12 +202,6 @@ def run_cv(config: str, k: int, out: Path, data_dir=None, source: str = "ragtrut
            folds: list[int] | None = None, overrides: list[str] | None = None, command: str = "",
            recalibrate: bool = False) -> dict:
     import copy
-
-    from training.classify import hardware
-    from training.cli import resolve_config_file
-    from training.data.base import DataError, resolve_data_dir
-    from training.detector import DetectorConfig, group_key, load_mixture
-    from training.trainer import setup_run, write_json
 
     if k < 2:
         raise DataError("--cv: K must be at least 2")

@@ -38,9 +38,10 @@ from inference.detector_stage import DEFAULT_COMBINER_FEATURES, DetectorScores, 
 from inference.formatting import nli_pair
 from inference.runners import load_runner
 from inference.settings import DetectorSettings, ExplainerSettings
-from inference.spans import token_labels
+from inference.spans import token_labels, tokenize_segment
 from training.data.records import SpanRecord
 from training.detector_scoring import THRESHOLDS, metrics_of, objective, per_task_auroc, predict, runtime_gate
+from training.hardware import hardware
 from training.span_metrics import Scored, detection_metrics
 
 log = logging.getLogger("halugate.eval.detector_nli")
@@ -60,8 +61,6 @@ class FoldData:
 def sentence_nli(runner, record: SpanRecord, offsets: list[tuple[int, int]], es: ExplainerSettings) -> np.ndarray:
     """Per answer token: (1 - max P(entailment), max P(contradiction)) of its sentence over its premises."""
     answer, context, question = record.answer, record.context, record.question or ""
-    from inference.spans import tokenize_segment
-
     tok = runner.tokenizer
     out = np.zeros((len(offsets), 2))
     sentences, seen = [], set()
@@ -196,8 +195,6 @@ def main(argv=None) -> int:
     p.add_argument("--out", required=True)
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", datefmt="%H:%M:%S")
-    from training.hardware import hardware
-
     started = time.time()
     cv_dir, out = Path(args.cv_dir), Path(args.out)
     fold_dirs = sorted(d for d in cv_dir.glob("fold-*") if (d / "model.safetensors").is_file()

@@ -30,10 +30,16 @@ from pathlib import Path
 
 import numpy as np
 
+from inference.explain import combine_nli, premise_candidates
 from inference.formatting import nli_pair
 from inference.labels import EXPLAINER_LABELS
+from training.data.base import DataError, get_adapter, numbered_jsonl, resolve_data_dir
+from training.data.nli import EVAL_SETS
 from training.data.records import PairRecord
+from training.hardware import hardware
 from training.metrics import classification_metrics
+from training.models import BaseModelError
+from training.predict import model_labels
 
 log = logging.getLogger("halugate.eval.explainer")
 
@@ -102,7 +108,7 @@ def binary_metrics(supported_true, supported_pred, score, groups=None) -> dict:
 # ---- scoring -------------------------------------------------------------------------------------------------
 
 def score_three_way(model, rows: list[PairRecord], perm: list[int], args) -> tuple[dict, np.ndarray]:
-    from training.predict import predict_proba
+    from training.predict import predict_proba  # tests patch training.predict.predict_proba
 
     probs = predict_proba(model, [r.premise for r in rows], [r.hypothesis for r in rows],
                           batch_size=args.batch_size, max_length=args.max_length, device=args.device,
@@ -115,8 +121,6 @@ def grounding_windows(tokenizer, premise: str, hypothesis: str, max_length: int,
                       max_sentences: int = 0) -> list[str]:
     """The premises the inference stack would score for this hypothesis: the `max_windows` best windows and
     the `max_sentences` best sentences (inference.explain.premise_candidates)."""
-    from inference.explain import premise_candidates
-
     n_hyp = len(tokenizer(hypothesis, add_special_tokens=False)["input_ids"])
     budget = max(max_length - n_hyp - tokenizer.num_special_tokens_to_add(pair=True), max_length // 4)
     found = premise_candidates(tokenizer, premise, hypothesis, budget, max_windows, max_sentences)
@@ -124,8 +128,7 @@ def grounding_windows(tokenizer, premise: str, hypothesis: str, max_length: int,
 
 
 def score_binary(model, rows: list[PairRecord], perm: list[int], args) -> tuple[dict, list[dict]]:
-    from inference.explain import combine_nli
-    from training.predict import load_classifier, predict_proba
+    from training.predict import load_classifier, predict_proba  # tests patch training.predict
 
     _, tokenizer, _ = load_classifier(str(model), args.device)
     flat_p, flat_h, owner = [], [], []
@@ -156,8 +159,6 @@ def score_binary(model, rows: list[PairRecord], perm: list[int], args) -> tuple[
 # ---- data ----------------------------------------------------------------------------------------------------
 
 def load_set(name: str, model: str, data_dir) -> list[PairRecord]:
-    from training.data.base import get_adapter, numbered_jsonl
-
     if name == RUN_TEST:
         path = Path(model) / "test.jsonl"
         if not path.is_file():
@@ -285,8 +286,6 @@ def plot_confusions(out: Path, sets: dict) -> None:
 # ---- CLI -----------------------------------------------------------------------------------------------------
 
 def build_parser() -> argparse.ArgumentParser:
-    from training.data.nli import EVAL_SETS
-
     p = argparse.ArgumentParser(prog="python -m eval.explainer", description=__doc__.splitlines()[0])
     p.add_argument("--model", required=True, help="run dir, model dir or Hub id of an NLI classifier")
     p.add_argument("--out", required=True, help="output dir for metrics.json, report.md, predictions.jsonl")
@@ -308,11 +307,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> dict:
-    from training.data.base import DataError, resolve_data_dir
-    from training.data.nli import EVAL_SETS
-    from training.hardware import hardware
-    from training.predict import model_labels
-
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", datefmt="%H:%M:%S")
     unknown = [s for s in args.sets if s not in EVAL_SETS and s != RUN_TEST]
@@ -384,9 +378,6 @@ def main(argv=None) -> dict:
 
 
 def cli(argv=None) -> int:
-    from training.data.base import DataError
-    from training.models import BaseModelError
-
     try:
         main(argv)
     except (EvalError, DataError, BaseModelError) as exc:

@@ -16,9 +16,11 @@ from pathlib import Path
 
 from inference.formatting import sentinel_text
 from inference.labels import SENTINEL_LABELS
+from training.data.base import DataError, get_adapter, numbered_jsonl
 from training.data.records import PromptRecord
 from training.hardware import hardware
 from training.metrics import classification_metrics
+from training.predict import load_classifier, predict_proba
 
 EPILOG = """\
 examples:
@@ -29,8 +31,6 @@ prompts.jsonl: one {"text": ..., "label": 0 | 1 | "FACT_CHECK_NEEDED" | "NO_FACT
 
 def parse_label(value, where: str) -> int:
     """0 / 1 (int, or a string of one) or a label name (SENTINEL_LABELS, any case) -> class index."""
-    from training.data.base import DataError
-
     if isinstance(value, int) and not isinstance(value, bool) and value in (0, 1):
         return value
     if isinstance(value, str):
@@ -45,8 +45,6 @@ def parse_label(value, where: str) -> int:
 
 
 def load_records(specs: list[str], data_dir: str | None) -> list[PromptRecord]:
-    from training.data.base import DataError, get_adapter, numbered_jsonl
-
     records: list[PromptRecord] = []
     for spec in specs:
         path = Path(spec)
@@ -80,9 +78,6 @@ def main(argv=None) -> int:
     p.add_argument("--max-length", type=int, default=256)
     p.add_argument("--threshold", type=float, default=0.5, help="P(FACT_CHECK_NEEDED) above which to flag")
     args = p.parse_args(argv)
-
-    from training.data.base import DataError
-    from training.predict import load_classifier, predict_proba
 
     model_dir = Path(args.model)
     try:

@@ -27,12 +27,31 @@ import sys
 import time
 from pathlib import Path
 
+from inference.calibration import SENTINEL_CALIBRATION_FILE
+from inference.config import ConfigError, to_dict
+from inference.labels import SENTINEL_LABELS
+from training.classify import run_sequence_classification
+from training.cli import resolve_config, run_cli, training_parser
+from training.data.base import DataError, resolve_data_dir
+from training.data.loso import check_families, check_no_leak, loso_folds
+from training.data.prep import check_classes, count_table, stratified_split
+from training.hardware import hardware
+from training.sentinel import (
+    TEST_PREDICTIONS_FILE,
+    SentinelConfig,
+    binary_stats,
+    calibrate_threshold,
+    finish_train_split,
+    load_ood_records,
+    load_prompt_records,
+    make_post_eval,
+    to_model_text,
+)
+
 log = logging.getLogger("halugate.eval.sentinel_loso")
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    from training.cli import training_parser
-
     p = training_parser("python -m eval.sentinel_loso", __doc__.splitlines()[0], "configs/sentinel.offline.yaml")
     p.add_argument("--by", choices=["family", "source"], help="overrides loso.by")
     p.add_argument("--only", nargs="+", help="groups to run (overrides loso.only)")
@@ -58,10 +77,6 @@ def fold_records(cfg, fold, seed: int):
     """(train, dev, heldout) for one fold: dev is split from the other groups, the held-out group is sampled."""
     import random
 
-    from training.data.loso import check_no_leak
-    from training.data.prep import stratified_split
-    from training.sentinel import finish_train_split, to_model_text
-
     dev_frac = cfg.data.split.dev or 0.1
     train, dev, extra = stratified_split(fold.train, (1 - dev_frac, dev_frac, 0.0), seed=seed)
     train = train + extra  # stratified_split keeps one record per stratum in the (empty) test part
@@ -75,13 +90,6 @@ def fold_records(cfg, fold, seed: int):
 
 
 def run(argv=None) -> int:
-    from inference.config import ConfigError
-    from training.cli import resolve_config
-    from training.data.base import DataError, resolve_data_dir
-    from training.data.loso import check_families, loso_folds
-    from training.data.prep import check_classes, count_table
-    from training.sentinel import SentinelConfig, load_ood_records, load_prompt_records
-
     args = parse_args(argv)
     try:
         cfg = resolve_config(SentinelConfig, args)
@@ -97,18 +105,12 @@ def run(argv=None) -> int:
     except (ConfigError, DataError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    from inference.labels import SENTINEL_LABELS
-
     if args.dry_run:
         for fold in folds:
             train, dev, held = fold_records(cfg, fold, cfg.run.seed)
             print(f"== hold out {fold.name} ({', '.join(fold.heldout_sources)}): train {len(train)}, dev {len(dev)}, "
                   f"held out {len(held)} of {len(fold.heldout)}")
         return 0
-
-    from training.classify import run_sequence_classification
-    from training.hardware import hardware
-    from training.sentinel import make_post_eval
 
     out_root.mkdir(parents=True, exist_ok=True)
     results, seconds_before = finished_folds(out_root, cfg, by)
@@ -156,8 +158,6 @@ def pooled_heldout(out_root: Path, folds: list[str], min_recall: float) -> dict 
     """Every fold's held-out predictions together (each made by a model that never saw that group): figures at
     0.5 and at the highest threshold with recall >= min_recall on the pooled fact-seeking prompts. This is a
     threshold chosen on sources the model was not trained on, unlike the dev split of training.sentinel."""
-    from training.sentinel import TEST_PREDICTIONS_FILE, binary_stats, calibrate_threshold
-
     rows = []
     for name in folds:
         path = out_root / name / TEST_PREDICTIONS_FILE
@@ -175,9 +175,6 @@ def pooled_heldout(out_root: Path, folds: list[str], min_recall: float) -> dict 
 def apply_threshold(run_dir: Path, pooled: dict, out_root: Path) -> None:
     """Replace RUN_DIR/sentinel.json's calibration by the pooled held-out one (the dev-split one is kept beside
     it as `dev_calibration`)."""
-    from inference.calibration import SENTINEL_CALIBRATION_FILE
-    from inference.labels import SENTINEL_LABELS
-
     path = run_dir / SENTINEL_CALIBRATION_FILE
     old = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
     cal = pooled["calibrated"]
@@ -193,8 +190,6 @@ def apply_threshold(run_dir: Path, pooled: dict, out_root: Path) -> None:
 def finished_folds(out_root: Path, cfg, by: str) -> tuple[dict, float]:
     """Folds of an earlier run of the same recipe (same resolved config and grouping) in out_root: a rerun after
     an interruption trains only the folds that are missing. A changed config starts over."""
-    from inference.config import to_dict
-
     path = out_root / "metrics.json"
     if not path.exists():
         return {}, 0.0
@@ -233,8 +228,6 @@ def summarize(results: dict) -> dict:
 
 
 def write_outputs(out_root: Path, cfg, by: str, results: dict, seconds: float, hw: str) -> dict:
-    from inference.config import to_dict
-
     summary = summarize(results)
     data = {"by": by, "mean": summary, "pooled": pooled_heldout(out_root, list(results), cfg.calibration.min_recall),
             "folds": results, "total_seconds": round(seconds, 1), "hardware": hw,
@@ -302,8 +295,6 @@ def _drop_weights(run_dir: Path) -> None:
 
 def main(argv=None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", datefmt="%H:%M:%S")
-    from training.cli import run_cli
-
     code = 0
 
     def _inner(a):

@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from inference.grounding import FEATURES, ContextIndex, grounding_features
+from inference.runners import Features
 from inference.spans import TASK_TYPES, DetectorInput, answer_token_probs, token_probs_to_spans
 
 log = logging.getLogger("halugate.inference")
@@ -199,8 +200,6 @@ def aggregate(per_window: list[np.ndarray], how: str) -> np.ndarray:
 def score_answers(runner, jobs: list[DetectorJob], settings, calibration: Calibration | None = None,
                   hallucinated_id: int = 1) -> list[DetectorScores]:
     """Run every window of every job in one batched runner call; combine per token; apply the combiner."""
-    from inference.runners import Features
-
     _, aggregation, combiner = effective(settings, calibration)
     feats = [Features(w.input_ids, w.token_type_ids) for job in jobs for w in job.windows]
     logits = runner.logits(feats) if feats else []

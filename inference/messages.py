@@ -15,6 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from inference.spans import TASK_TYPES, normalize_task_type
+
 TOOL_ROLES = ("tool", "function", "ipython")
 KNOWN_ROLES = ("system", "developer", "user", "assistant", *TOOL_ROLES)
 TEXT_PARTS = ("text", "input_text", "output_text")
@@ -172,8 +174,6 @@ def from_fields(context: Any = None, question: Any = None, answer: Any = None, w
         raise InputError(f"{prefix}context: expected a string or a list of strings, got {type(context).__name__}")
     task = None
     if task_type is not None:
-        from inference.spans import TASK_TYPES, normalize_task_type
-
         task = normalize_task_type(task_type) if isinstance(task_type, str) else None
         if task is None:
             raise InputError(f"{prefix}task_type: expected one of {', '.join(TASK_TYPES)}, got {task_type!r}")

@@ -43,6 +43,7 @@ from training.export import (
     torch_logits,
 )
 from training.hardware import cpu_name
+from training.models import build_model, load_tokenizer, resolve_base_model
 
 
 def packed_inputs(tokenizer, texts: list[str], length: int, batch: int) -> dict[str, np.ndarray]:
@@ -172,8 +173,6 @@ def format_row(name: str, row: dict) -> str:
 
 def build_default_export(workdir: Path) -> Path:
     """No export given: offline:minilm with an untrained 2-label head -> run dir -> export with int8."""
-    from training.models import build_model, load_tokenizer, resolve_base_model
-
     base = resolve_base_model("offline:minilm")
     run = workdir / "minilm-untrained-run"
     model = build_model(base, "sequence", ["A", "B"])

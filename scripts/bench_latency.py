@@ -44,6 +44,9 @@ from inference.result import STAGES
 from inference.runners import Features, physical_cores
 from inference.spans import token_probs_to_spans
 from inference.windowing import join_documents
+from training.export import export as export_model
+from training.hardware import cpu_name
+from training.models import build_model, load_tokenizer, resolve_base_model
 
 STAGE_SPECS = {"sentinel": ("sequence", SENTINEL_LABELS), "detector": ("token", DETECTOR_LABELS),
                "explainer": ("sequence", EXPLAINER_LABELS)}
@@ -63,8 +66,6 @@ THINGS = ["library", "bridge", "museum", "station", "market hall", "observatory"
 # ---- models ------------------------------------------------------------------------------------------------
 
 def build_random_head(stage: str, out: Path) -> Path:
-    from training.models import build_model, load_tokenizer, resolve_base_model
-
     task, labels = STAGE_SPECS[stage]
     base = resolve_base_model("offline:minilm")
     import torch
@@ -97,8 +98,6 @@ def prepare(stage: str, run: str | None, export: str | None, out: Path, build_mi
         info["checkpoint"] = str(run_dir)
     export_dir = Path(export) if export else out / "models" / stage / "export"
     if not (export_dir / "model.onnx").is_file() or not (export_dir / "model_quantized.onnx").is_file():
-        from training.export import export as export_model
-
         print(f"[bench] {stage}: exporting {run_dir} -> {export_dir} (fp32 + int8)", flush=True)
         export_model(run_dir, export_dir, quantize="int8", overwrite=True, agreement_floor=0.0, samples=32)
     report = export_dir / "export_report.json"
@@ -318,8 +317,6 @@ def token_agreement(gate: HaluGate, reference: HaluGate, x: dict) -> float:
 
 def check_idle(allow_busy: bool) -> list[float]:
     """Refuse to time a busy machine (1-minute load average over MAX_LOAD_PER_CORE per physical core)."""
-    from inference.runners import physical_cores
-
     load = [round(x, 2) for x in os.getloadavg()]
     cores = physical_cores()
     if load[0] > MAX_LOAD_PER_CORE * cores:
@@ -335,8 +332,6 @@ def check_idle(allow_busy: bool) -> list[float]:
 
 def environment() -> dict:
     """The machine and the package versions behind the figures (training.hardware names the CPU)."""
-    from training.hardware import cpu_name
-
     cpu = cpu_name()
     import importlib.metadata as md
 

@@ -46,6 +46,11 @@ sys.path.insert(0, str(REPO / "tests"))
 
 from serve_upstream import free_port
 
+from inference.detect import HaluGate
+from inference.labels import DETECTOR_LABELS, EXPLAINER_LABELS, SENTINEL_LABELS
+from inference.messages import parse_input
+from training.models import resolve_base_model
+
 EIFFEL = json.loads((REPO / "examples" / "eiffel_messages.json").read_text())
 REQUEST = EIFFEL[:3]
 DETECT = {"context": EIFFEL[2]["content"], "question": EIFFEL[0]["content"], "answer": EIFFEL[3]["content"]}
@@ -73,9 +78,6 @@ def models_dir(arg: str | None) -> tuple[Path, str]:
     out = REPO / "runs" / "bench-serve" / "models"
     if not all((out / s / "model.onnx").exists() for s in ("sentinel", "detector", "explainer")):
         from detect_helpers import export_tiny, make_run_dir
-
-        from inference.labels import DETECTOR_LABELS, EXPLAINER_LABELS, SENTINEL_LABELS
-        from training.models import resolve_base_model
 
         tok = resolve_base_model("offline:minilm")
         for stage, task, labels, seed in (("sentinel", "sequence", SENTINEL_LABELS, 1),
@@ -181,9 +183,6 @@ async def run_requests(url: str, n: int, concurrency: int, *, model: str = "m", 
 def batch_ceiling(models: Path, sizes=(1, 4, 16), reps: int = 15) -> dict[int, float]:
     """In-process HaluGate.detect_batch, ms per input at each batch size (median of `reps` rounds of 16 inputs,
     sizes interleaved): the most micro-batching can save on the detection itself."""
-    from inference.detect import HaluGate
-    from inference.messages import parse_input
-
     overrides = ["hallucination_mitigation.num_threads=1"] + [
         f"hallucination_mitigation.{stage}.{k}={v}" for stage, kv in LOW.items() for k, v in kv.items()]
     gate = HaluGate.from_dirs(detector=models / "detector", sentinel=models / "sentinel",

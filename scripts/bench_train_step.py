@@ -23,12 +23,13 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from training.models import build_model, resolve_base_model
+from training.trainer import cpu_has_bf16
+
 
 def time_steps(path: str, attention_dropout: float | None, length: int, batch: int, steps: int, warmup: int,
                bf16: bool) -> list[float]:
     import torch
-
-    from training.models import build_model
 
     torch.manual_seed(0)
     model = build_model(path, "token", ["SUPPORTED", "HALLUCINATED"], attention_dropout=attention_dropout)
@@ -59,9 +60,6 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     import torch
-
-    from training.models import resolve_base_model
-    from training.trainer import cpu_has_bf16
 
     path = resolve_base_model(args.base_model)
     bf16 = cpu_has_bf16()

@@ -26,7 +26,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from eval.detector_cv import cv_records
-from training.detector_scoring import metrics_of, predict, runtime_gate
+from training.detector_scoring import _input, metrics_of, predict, runtime_gate
 
 
 def parse_plans(text: str) -> list[tuple[int, int]]:
@@ -39,8 +39,6 @@ def parse_plans(text: str) -> list[tuple[int, int]]:
 
 def window_key(gate, rec) -> tuple:
     """The context-token ranges of the windows the gate would run for a record (its input to the model)."""
-    from training.detector_scoring import _input
-
     try:
         return tuple(w.context_token_range for w in gate.prepare([_input(rec)])[0].windows or [])
     except ValueError:  # refused (too long): the same under every plan

@@ -12,6 +12,7 @@ import numpy as np
 from training.data.records import PairRecord, PromptRecord, Record
 from training.hardware import hardware
 from training.metrics import classification_metrics
+from training.models import build_model, load_tokenizer, resolve_base_model
 from training.trainer import class_weights, save_model, setup_run, train, write_json
 
 log = logging.getLogger("halugate.training")
@@ -49,8 +50,6 @@ def run_sequence_classification(cfg, train_recs, dev_recs, test_recs, labels: li
     after the final predictions (records in the order of the logits); the dict it returns is added to the metrics.
     """
     from transformers import DataCollatorWithPadding
-
-    from training.models import build_model, load_tokenizer, resolve_base_model
 
     out = setup_run(cfg, cfg.run.output_dir)
     (out / "data_counts.txt").write_text(count_text + "\n", encoding="utf-8")

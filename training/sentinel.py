@@ -24,6 +24,7 @@ import numpy as np
 from inference.calibration import SENTINEL_CALIBRATION_FILE
 from inference.formatting import sentinel_text
 from inference.labels import SENTINEL_LABELS
+from training.classify import run_sequence_classification, tokenize_records
 from training.cli import resolve_config, run_cli, training_parser
 from training.config import ModelConfig, RunConfig, SourceSpec, SplitConfig, TrainArgs
 from training.data.augment import (
@@ -36,6 +37,7 @@ from training.data.augment import (
 from training.data.base import get_adapter, resolve_data_dir
 from training.data.prep import check_classes, count_table, dedup, length_filter, stratified_split
 from training.data.records import PromptRecord
+from training.models import resolve_base_model
 
 log = logging.getLogger("halugate.training.sentinel")
 
@@ -237,8 +239,6 @@ def make_post_eval(cfg: SentinelConfig, ood: dict[str, list[PromptRecord]] | Non
 
 
 def score_ood(trainer, tokenizer, cfg: SentinelConfig, ood: dict[str, list[PromptRecord]], thresholds: dict) -> dict:
-    from training.classify import tokenize_records
-
     out = {}
     for name, recs in ood.items():
         recs = to_model_text(recs)
@@ -252,9 +252,6 @@ def score_ood(trainer, tokenizer, cfg: SentinelConfig, ood: dict[str, list[Promp
 def main(argv=None) -> None:
     parser = training_parser("python -m training.sentinel", __doc__.splitlines()[0], "configs/sentinel.yaml")
     cfg = resolve_config(SentinelConfig, parser.parse_args(argv))
-
-    from training.classify import run_sequence_classification
-    from training.models import resolve_base_model
 
     resolve_base_model(cfg.model.base_model)  # fail in seconds, before loading data, if it can't be fetched
     data_dir = resolve_data_dir(cfg.run.data_dir)

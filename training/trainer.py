@@ -21,6 +21,7 @@ import numpy as np
 
 from inference.config import save_config
 from training.cli import DeviceError
+from training.models import merge_lora
 
 log = logging.getLogger("halugate.training")
 
@@ -220,8 +221,6 @@ def train(model, tokenizer, train_ds, dev_ds, cfg, out: Path, compute_metrics, d
 
 def save_model(trainer, tokenizer, out: Path, labels: list[str]) -> None:
     """Save the LoRA adapter (if any) and the merged model + tokenizer + label map at the top of the run dir."""
-    from training.models import merge_lora
-
     model = trainer.model
     if hasattr(model, "peft_config"):
         model.save_pretrained(out / "adapter")

@@ -25,12 +25,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from eval.backends import BackendConfigError, FatalBackendError
 from eval.backends.registry import backend_names
 from eval.backends.settings import BackendSettings, S, add_backend_arguments
 from inference.config import ConfigError, from_dict, save_config
+from inference.detect import HaluGate
+from inference.runners import ModelLoadError
 from training.data.base import DataError, numbered_jsonl
+from training.data.spans import SpanDataReport, load_span_source, read_span_file
+from training.hardware import hardware
 
 from .checker import DEFAULT_BATCH_SIZE, DEFAULT_THRESHOLD, ClaimChecker
+from .compare import run_comparison, stratified_sample, write_outputs
+from .extract import LLMClaimExtractor, SentenceClaimExtractor
+from .verify import LLMVerifier, NLIVerifier
 
 
 @dataclass
@@ -141,9 +149,6 @@ def model_backend(cfg: ClaimsConfig, model_dir: str) -> str:
 
 
 def build_checker(cfg: ClaimsConfig, explainer_runner=None) -> ClaimChecker:
-    from .extract import LLMClaimExtractor, SentenceClaimExtractor
-    from .verify import LLMVerifier, NLIVerifier
-
     backend = cfg.build_backend() if cfg.backend else None
     extractor_kind = cfg.extractor or ("llm" if backend else "sentences")
     extractor = (LLMClaimExtractor(backend, max_output_tokens=cfg.max_output_tokens) if extractor_kind == "llm"
@@ -151,7 +156,7 @@ def build_checker(cfg: ClaimsConfig, explainer_runner=None) -> ClaimChecker:
     verifier_kind = cfg.verifier or ("nli" if cfg.explainer else "llm")
     if verifier_kind == "nli":
         if explainer_runner is None:
-            from inference.runners import load_runner
+            from inference.runners import load_runner  # tests patch inference.runners.load_runner
 
             explainer_runner = load_runner(cfg.explainer, "sequence", model_backend(cfg, cfg.explainer))
         verifier = NLIVerifier(explainer_runner, batch_size=cfg.batch_size, candidates=cfg.candidates,
@@ -240,12 +245,6 @@ def run_check(cfg: ClaimsConfig, argv: Sequence[str]) -> int:
 
 
 def run_compare(cfg: ClaimsConfig, argv: Sequence[str]) -> int:
-    from inference.detect import HaluGate
-    from training.data.spans import SpanDataReport, load_span_source, read_span_file
-    from training.hardware import hardware
-
-    from .compare import run_comparison, stratified_sample, write_outputs
-
     report = SpanDataReport()
     if Path(cfg.data).suffix == ".jsonl" or Path(cfg.data).is_file():
         records = read_span_file(Path(cfg.data), report)
@@ -280,9 +279,6 @@ def run_compare(cfg: ClaimsConfig, argv: Sequence[str]) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    from eval.backends import BackendConfigError, FatalBackendError
-    from inference.runners import ModelLoadError
-
     try:
         cfg = parse_config(argv)
         return run_check(cfg, argv) if cfg.command == "check" else run_compare(cfg, argv)

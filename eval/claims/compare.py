@@ -17,6 +17,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
 
+from eval.halurate.detection import detect_items
 from training.data.records import SpanRecord
 
 from .checker import ClaimChecker
@@ -89,8 +90,6 @@ def run_comparison(records: Sequence[SpanRecord], gate, checker: ClaimChecker, *
                    progress: bool = False) -> tuple[list[dict], dict]:
     """Detector and claim checker on the same span records (gold spans known). -> (rows, metrics)."""
     from tqdm.auto import tqdm
-
-    from eval.halurate.detection import detect_items
 
     rows = []
     bar = tqdm(total=len(records), disable=not progress, desc="compare", unit="response", dynamic_ncols=True)

@@ -146,7 +146,7 @@ class NLIVerifier(Verifier):
 
     @classmethod
     def from_dir(cls, model_dir: str, *, backend: str = "onnx", **kwargs) -> NLIVerifier:
-        from inference.runners import load_runner
+        from inference.runners import load_runner  # tests patch inference.runners.load_runner
 
         return cls(load_runner(model_dir, "sequence", backend), **kwargs)
 

@@ -8,13 +8,19 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from eval.backends import BackendConfigError
 from eval.backends.settings import S, add_backend_arguments, add_sampling_arguments
 from inference.config import ConfigError, from_dict, read_yaml, save_config
 from training.data.base import DataError
 from training.hardware import hardware
 
 from .config import GemhallConfig
-from .data import Item
+from .data import Item, load_items_csv
+from .judges import ExactJudge, LLMJudge
+from .metrics import compute_metrics
+from .mmlu import build_mmlu_items, load_mmlu_rows, local_split_dir
+from .report import write_reports
+from .runner import PROMPT_VERSION, Runner, run_resumable
 
 EPILOG = """\
 examples:
@@ -70,12 +76,8 @@ def parse_config(argv: Sequence[str] | None = None) -> GemhallConfig:
 
 def load_items(cfg: GemhallConfig) -> tuple[list[Item], str]:
     if cfg.command == "run":
-        from .data import load_items_csv
-
         items = load_items_csv(cfg.data)
         return items, f"{cfg.data} ({len(items)} items)"
-    from .mmlu import build_mmlu_items, load_mmlu_rows, local_split_dir
-
     rows = load_mmlu_rows(cfg.split, cfg.subjects, cfg.data_dir)
     items = build_mmlu_items(rows, split=cfg.split, limit=cfg.limit, idk_frac=cfg.idk_frac, seed=cfg.seed)
     source = local_split_dir(cfg.split, cfg.data_dir) or "cais/mmlu (Hub)"
@@ -86,8 +88,6 @@ def load_items(cfg: GemhallConfig) -> tuple[list[Item], str]:
 
 
 def build_backends(cfg: GemhallConfig):
-    from .judges import ExactJudge, LLMJudge
-
     backend = cfg.build_backend()
     if cfg.judge == "exact":
         return backend, ExactJudge()
@@ -110,12 +110,7 @@ def print_table(metrics: dict) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    from eval.backends import BackendConfigError
-
-    from .behavior import behavior_checks
-    from .metrics import compute_metrics
-    from .report import write_reports
-    from .runner import PROMPT_VERSION, Runner, run_resumable
+    from .behavior import behavior_checks  # scipy.stats: ~1 s to import, so not at the top
 
     try:
         cfg = parse_config(argv)

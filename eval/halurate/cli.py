@@ -17,6 +17,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from eval.backends import BackendConfigError
 from eval.backends.settings import (
     S,
     SamplingSettings,
@@ -24,9 +25,18 @@ from eval.backends.settings import (
     add_sampling_arguments,
     setting_names,
 )
+from eval.gemhall.runner import run_resumable
 from inference.config import ConfigError, from_dict, read_yaml, save_config
+from training.data.base import DataError
+from training.hardware import hardware
 
 from .config import GenerationSettings, HalurateConfig
+from .data import load_records
+from .detection import build_gate, describe_gate
+from .metrics import compute_metrics
+from .prompt import PROMPT_VERSION
+from .report import write_reports
+from .runner import Runner
 
 # flag dest -> (section, key); section None = top level. The backend and sampling flags are
 # eval.backends.settings' (their dests are the fields of GenerationSettings).
@@ -98,18 +108,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     argv = list(sys.argv[1:] if argv is None else argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
-    from eval.backends import BackendConfigError
-    from eval.gemhall.runner import run_resumable
-    from training.data.base import DataError
-    from training.hardware import hardware
-
-    from .data import load_records
-    from .detection import build_gate, describe_gate
-    from .metrics import compute_metrics
-    from .prompt import PROMPT_VERSION
-    from .report import write_reports
-    from .runner import Runner
-
     try:
         cfg = parse_config(argv)
         records = load_records(cfg.data.source, mode=cfg.mode, data_dir=cfg.data.data_dir, limit=cfg.data.limit,

@@ -24,8 +24,9 @@ from typing import Any
 
 from inference.spans import normalize_task_type, render_context
 from inference.windowing import join_documents
-from training.data.base import DataError, numbered_jsonl, read_csv
+from training.data.base import DataError, get_adapter, numbered_jsonl, read_csv, read_json
 from training.data.records import SpanRecord
+from training.data.spans import SpanDataReport, load_span_source, ragtruth_row_record
 
 BUILTIN_ALIASES = {"halueval": "halueval_qa", "ragtruth": "ragtruth_test_subset"}
 FILE_SUFFIXES = (".jsonl", ".json", ".csv")
@@ -75,9 +76,6 @@ def _opt_str(row: dict, key: str, where: str) -> str | None:
 # ---- span adapters (data layer) -----------------------------------------------------------------------------
 
 def _from_span_adapter(name: str, data_dir, mode: str) -> list[EvalRecord]:
-    from training.data.base import get_adapter
-    from training.data.spans import SpanDataReport, load_span_source
-
     adapter = get_adapter(name)
     if adapter.kind != "span":
         raise DataError(f"--data {name}: a {adapter.kind} dataset; halurate needs (context, question) records "
@@ -119,8 +117,6 @@ def _rows(path: Path) -> list[tuple[str, dict]]:
     if path.suffix == ".csv":
         return [(f"{path}:{i + 2}", dict(r)) for i, r in enumerate(read_csv(path))]
     if path.suffix == ".json":
-        from training.data.base import read_json
-
         data = read_json(path)
         if not isinstance(data, list):
             raise DataError(f"{path}: expected a JSON list of records, got a JSON {type(data).__name__}")
@@ -129,9 +125,7 @@ def _rows(path: Path) -> list[tuple[str, dict]]:
 
 
 def _ragtruth_row(row: dict, where: str) -> dict:
-    from training.data.spans import ragtruth_row_record  # the data layer's RAGTruth schema reader
-
-    rec = ragtruth_row_record(row)
+    rec = ragtruth_row_record(row)  # the data layer's RAGTruth schema reader
     rec["category"] = rec.get("model")
     return rec
 

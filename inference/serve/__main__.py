@@ -12,6 +12,8 @@ import logging
 import sys
 
 from inference.config import ConfigError
+from inference.detect import HaluGate
+from inference.serve import create_app, load
 from inference.settings import default_config_path
 
 log = logging.getLogger("halugate.serve")
@@ -38,9 +40,6 @@ def main(argv: list[str] | None = None) -> int:
     config = args.config or default_config_path()  # ./configs/inference.yaml, else the packaged defaults
     try:
         import uvicorn
-
-        from inference.detect import HaluGate
-        from inference.serve import create_app, load
 
         settings, serve = load(config, args.overrides)
         # explicit flags set the fields directly (no "key=value" string round trip), then are validated

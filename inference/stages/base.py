@@ -47,7 +47,8 @@ def label_index(labels: Sequence[str], name: str, stage: str, model: str) -> int
 
 def pipeline(names: Sequence[str] = PIPELINE) -> list[Stage]:
     """Stage instances in order (importing the stage modules registers them)."""
-    from inference.stages import decision, detector, explainer, sentinel  # noqa: F401 - registration
+    # imported here for registration, not at the top: the stage modules import this module
+    from inference.stages import decision, detector, explainer, sentinel  # noqa: F401
 
     missing = [n for n in names if n not in _REGISTRY]
     if missing:

@@ -8,6 +8,7 @@ from inference import explain
 from inference.formatting import nli_pair
 from inference.labels import EXPLAINER_LABELS
 from inference.result import Evidence
+from inference.spans import tokenize_segment
 from inference.stages.base import Stage, register
 
 
@@ -95,8 +96,6 @@ class ExplainerStage(Stage):
     def premises(gate, runner, context: str, question: str, hypothesis: str) -> explain.PremiseSet:
         """Candidate premises (windows and sentences of the context, with offsets; the question is appended to
         each) that fit the Explainer with the hypothesis, ranked by the words they share with it."""
-        from inference.spans import tokenize_segment
-
         tok = runner.tokenizer
         nm = gate.settings.hallucination_mitigation.nli_model
         fixed = len(tokenize_segment(tok, hypothesis)[0]) + len(tokenize_segment(tok, question)[0]) + 4

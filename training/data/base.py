@@ -93,7 +93,7 @@ class Adapter:
 
         rows = self.load_rows(data_dir, limit)
         if self.kind == "span":
-            from training.data.spans import SpanDataReport, clean_span_records
+            from training.data.spans import SpanDataReport, clean_span_records  # spans imports this module
 
             return clean_span_records(rows, self.name, report if report is not None else SpanDataReport(),
                                       require_context=self.extra.get("has_context", True))

@@ -21,6 +21,7 @@ import re
 from collections import Counter, defaultdict
 
 from training.data.records import SpanRecord
+from training.data.synthetic import generate_synthetic
 
 _SENT_END = re.compile(r"(?<=[.!?])\s+|\n+")
 
@@ -133,8 +134,6 @@ def recombine(records: list[SpanRecord], seed: int = 42, splice_per_record: int 
 
 def context_edits(records: list[SpanRecord], seed: int = 42) -> tuple[list[SpanRecord], Counter]:
     """Number / date / entity swaps of faithful responses, drawing replacements from their own context."""
-    from training.data.synthetic import generate_synthetic
-
     faithful = [r for r in records if not r.spans]
     synth, stats = generate_synthetic(faithful, seed=seed, faithful_fraction=0.0,
                                       transforms=["number", "date", "entity"], max_edits=1)

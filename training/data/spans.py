@@ -25,7 +25,16 @@ from pathlib import Path
 
 from inference.grounding import STOPWORDS
 from inference.spans import FATAL_SPAN_PROBLEMS, check_spans, normalize_task_type, render_context
-from training.data.base import Adapter, DataError, hub_rows, read_csv, read_json, read_jsonl, register
+from training.data.base import (
+    Adapter,
+    DataError,
+    get_adapter,
+    hub_rows,
+    read_csv,
+    read_json,
+    read_jsonl,
+    register,
+)
 from training.data.records import SpanRecord
 
 log = logging.getLogger("halugate.data")
@@ -482,8 +491,6 @@ SPAN_FIELDS = {f.name for f in dataclasses.fields(SpanRecord)} - {"meta"}
 
 def load_span_source(name: str, data_dir, report: SpanDataReport) -> list[SpanRecord]:
     """Load one span adapter, cleaned (context required unless the adapter says it has none), into `report`."""
-    from training.data.base import get_adapter
-
     return get_adapter(name, kind="span").load(data_dir, report=report)
 
 
