@@ -330,8 +330,12 @@ def _read_input_file(path: str) -> list[dict]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m inference.detect",
-                                description="Check an answer for hallucinations against its context (HaluGate).")
+    p = argparse.ArgumentParser(
+        prog="python -m inference.detect", description="Check an answer for hallucinations against its context "
+        "(HaluGate).", formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="examples:\n  python -m inference.detect --detector runs/demo/export/detector --context \"The tower is "
+               "330 m tall.\" --answer \"It is 500 m tall.\"\n  python -m inference.detect --detector "
+               "runs/demo/export/detector --messages examples/eiffel_messages.json")
     p.add_argument("--config", default=None, help="inference YAML (default: configs/inference.yaml when present, "
                                                   "else the copy shipped with the package)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",

@@ -161,8 +161,10 @@ def test_require_int8_exits_1_after_writing_fp32(bert_seq_run, tmp_path, capsys)
     assert "error: int8 refused" in err and f"written to {out}" in err
     assert (out / FP32_FILE).is_file() and not (out / INT8_FILE).exists()
     assert json.loads((out / REPORT_FILE).read_text())["int8_status"] == "refused"
-    assert main(["--model", str(bert_seq_run), "--out", str(tmp_path / "x"), "--require-int8"]) == 1
+    assert main(["--model", str(bert_seq_run), "--out", str(tmp_path / "x"), "--require-int8"]) == 2  # bad input
     assert "--require-int8 needs --quantize int8" in capsys.readouterr().err
+    assert main(["--model", str(tmp_path / "no-such-run"), "--out", str(tmp_path / "y")]) == 2
+    assert "no-such-run does not exist" in capsys.readouterr().err
 
 
 def test_int8_status_when_shipped(bert_seq_run, tmp_path):

@@ -96,6 +96,10 @@ class ExportError(RuntimeError):
     """The export could not be produced or failed a parity check; the message says which and why."""
 
 
+class ExportInputError(ExportError):
+    """Bad input (a missing or unusable run directory, an --out that is in the way, a bad option): exit code 2."""
+
+
 class Int8RefusedError(ExportError):
     """int8 missed its agreement floor under --require-int8; the fp32 export was written all the same."""
 
@@ -144,7 +148,7 @@ def load_run_model(run_dir: Path):
 
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
-        raise ExportError(f"run directory {run_dir} does not exist")
+        raise ExportInputError(f"run directory {run_dir} does not exist")
     classes = {"sequence": AutoModelForSequenceClassification, "token": AutoModelForTokenClassification}
     if (run_dir / "config.json").is_file() and _has_safetensors(run_dir):
         config = AutoConfig.from_pretrained(run_dir)
@@ -157,7 +161,7 @@ def load_run_model(run_dir: Path):
         merged = True
     else:
         _refuse_pickles(run_dir)
-        raise ExportError(f"{run_dir}: no model found (expected config.json + *.safetensors at the top, "
+        raise ExportInputError(f"{run_dir}: no model found (expected config.json + *.safetensors at the top, "
                           "or a LoRA adapter in adapter/)")
     model.eval()
     # optimum copies preprocessors from config._name_or_path: point it at the local dir, never at a Hub id.
@@ -536,13 +540,13 @@ def export(run_dir: str | Path, out: str | Path, *, quantize: str | None = None,
     run_dir, out = Path(run_dir), Path(out)
     if out.exists() and any(out.iterdir()):
         if not overwrite:
-            raise ExportError(f"{out} already exists and is not empty; pass --overwrite to replace it")
+            raise ExportInputError(f"{out} already exists and is not empty; pass --overwrite to replace it")
         if not (out / REPORT_FILE).is_file() or out.resolve() in (run_dir.resolve(), *run_dir.resolve().parents):
             # --overwrite deletes `out`: only ever a previous export, never the run dir or a folder holding it.
-            raise ExportError(f"--overwrite only replaces a previous export (a folder with {REPORT_FILE}); "
+            raise ExportInputError(f"--overwrite only replaces a previous export (a folder with {REPORT_FILE}); "
                               f"{out} is not one: choose another --out")
     if quantize not in (None, "int8"):
-        raise ExportError(f"--quantize {quantize!r}: only int8 is supported")
+        raise ExportInputError(f"--quantize {quantize!r}: only int8 is supported")
     started = time.time()
     model, tokenizer, task, merged = load_run_model(run_dir)
 
@@ -628,7 +632,11 @@ def _summary(report: dict) -> str:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m training.export", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(
+        prog="python -m training.export", description=__doc__.splitlines()[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="example:\n  python -m training.export --model runs/detector-offline --out runs/detector-offline-onnx "
+               "--quantize int8\n\nexit codes: 0 exported and parity holds, 2 bad input, 1 parity failed")
     p.add_argument("--model", required=True, help="run directory (merged model or adapter/ + label_map.json)")
     p.add_argument("--out", required=True, help="export directory to create")
     p.add_argument("--quantize", choices=["int8"], help="also write an int8 dynamic-quantised model")
@@ -663,14 +671,14 @@ def main(argv=None) -> int:
                 return 1
             return 0
         if args.require_int8 and args.quantize != "int8":
-            raise ExportError("--require-int8 needs --quantize int8")
+            raise ExportInputError("--require-int8 needs --quantize int8")
         report = export(args.model, args.out, quantize=args.quantize, opset=args.opset,
                         agreement_floor=args.agreement_floor, atol=args.atol, samples=args.samples,
                         max_length=args.max_length, overwrite=args.overwrite, exporter=args.exporter,
                         require_int8=args.require_int8, optimize=not args.no_optimize)
     except (ExportError, BaseModelError) as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 1
+        return 2 if isinstance(exc, ExportInputError) else 1
     print(_summary(report))
     print(f"exported to {args.out} ({', '.join(report['files'].values())}); report: {Path(args.out) / REPORT_FILE}")
     if report.get("int8_status") == "refused":

@@ -151,7 +151,11 @@ def publish(model_dir: str | Path, repo_id: str, *, onnx_dir: str | Path | None 
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m training.publish", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(
+        prog="python -m training.publish", description=__doc__.splitlines()[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="example:\n  python -m training.publish --model runs/detector-offline --onnx runs/detector-offline-onnx "
+               "--repo-id OWNER/halugate-detector --dry-run")
     p.add_argument("--model", required=True, help="run or export directory to upload")
     p.add_argument("--repo-id", required=True, help="OWNER/NAME on the Hub")
     p.add_argument("--onnx", help="export directory to upload into the repo's onnx/ folder")

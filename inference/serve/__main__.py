@@ -20,8 +20,11 @@ log = logging.getLogger("halugate.serve")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m inference.serve",
-                                description="HaluGate as an HTTP service and an OpenAI-compatible proxy.")
+    p = argparse.ArgumentParser(
+        prog="python -m inference.serve", description="HaluGate as an HTTP service and an OpenAI-compatible proxy.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="example:\n  python -m inference.serve --config configs/inference.yaml "
+               "--upstream http://127.0.0.1:8000/v1 --port 8080")
     p.add_argument("--config", default=None, help="inference YAML (default: configs/inference.yaml when present)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
                    help="override a config value, e.g. serve.max_batch=32 or hallucination_mitigation.fail_mode=closed")
