@@ -28,7 +28,6 @@ from pathlib import Path
 from inference.detector_stage import Calibration
 from inference.grounding import unsupported_spans
 from inference.spans import token_labels
-from training.classify import hardware
 from training.data.base import DataError, resolve_data_dir
 from training.data.records import SpanRecord
 from training.data.spans import (
@@ -40,6 +39,7 @@ from training.data.spans import (
     read_span_file,
 )
 from training.detector_scoring import Prediction, evaluate, runtime_gate
+from training.hardware import hardware
 from training.span_metrics import Scored, detection_metrics
 from training.trainer import write_json
 

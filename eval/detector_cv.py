@@ -26,13 +26,13 @@ from pathlib import Path
 
 from eval.detector import PUBLISHED, baseline_items, prediction_rows
 from inference.detector_stage import Calibration
-from training.classify import hardware
 from training.cli import resolve_config_file
 from training.data.base import DataError, resolve_data_dir
 from training.data.records import SpanRecord
 from training.data.spans import SpanDataReport
 from training.detector import DetectorConfig, group_key, group_split, load_mixture, train_and_calibrate
 from training.detector_scoring import apply_calibration, fit_calibration, metrics_of, predict, runtime_gate
+from training.hardware import hardware
 from training.span_metrics import detection_metrics
 from training.trainer import setup_run, write_json
 

@@ -31,7 +31,7 @@ from inference.grounding import ContextIndex, word_signals
 from inference.labels import DETECTOR_LABELS, IGNORE_INDEX
 from inference.spans import AnswerTooLongError, context_windows, encode_detector_input
 from inference.windowing import rank_windows
-from training.classify import hardware, write_jsonl
+from training.classify import write_jsonl
 from training.cli import resolve_config, run_cli, training_parser
 from training.config import LoraConfig, ModelConfig, RunConfig, SourceSpec, SplitConfig, TrainArgs
 from training.data.base import DataError, get_adapter, read_json, resolve_data_dir
@@ -41,6 +41,7 @@ from training.data.records import SpanRecord
 from training.data.spans import SpanDataReport, load_span_source
 from training.data.synthetic import TRANSFORMS, generate_synthetic
 from training.detector_scoring import calibrate, evaluate, runtime_gate
+from training.hardware import hardware
 from training.models import build_model, load_tokenizer, resolve_base_model
 from training.trainer import (
     class_weights,
