@@ -11,7 +11,6 @@ from training.data.records import (
     PromptRecord,
     SpanRecord,
     record_class,
-    records_from_dicts,
 )
 
 
@@ -87,12 +86,8 @@ def test_model_inputs_of_each_kind():
     assert SpanRecord(context="ctx", answer="a").model_inputs() == ("ctx", "a")
 
 
-def test_record_class_and_records_from_dicts():
+def test_record_class():
     assert record_class("prompt") is PromptRecord and record_class("nli") is PairRecord
     assert record_class("span") is SpanRecord and set(KINDS) == {"prompt", "nli", "span"}
     with pytest.raises(ValueError, match=r"unknown record kind 'bogus'; known: prompt, nli, span"):
         record_class("bogus")
-    recs = records_from_dicts([{"text": "a", "label": 0}, {"text": "b", "label": 1, "source": "s"}], "prompt", "t.jsonl")
-    assert recs == [PromptRecord("a", 0), PromptRecord("b", 1, "s")]
-    with pytest.raises(DataError, match=r"^t\.jsonl:2: field 'label'"):
-        records_from_dicts([{"text": "a", "label": 0}, {"text": "b", "label": "1"}], "prompt", "t.jsonl")

@@ -101,8 +101,11 @@ class Adapter:
         out = []
         for i, row in enumerate(rows):
             where = f"dataset {self.name!r} row {i}"
-            rec = row if isinstance(row, cls) else cls.from_dict(row, where)
-            rec.check(where)  # from_dict checks too; records an adapter built itself are checked here
+            if isinstance(row, cls):  # built by the adapter: checked here (from_dict checks what it builds)
+                row.check(where)
+                rec = row
+            else:
+                rec = cls.from_dict(row, where)
             if not rec.source:
                 rec.source = self.name
             out.append(rec)

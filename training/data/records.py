@@ -146,8 +146,3 @@ def record_class(kind: str) -> type[_Record]:
         raise ValueError(f"unknown record kind {kind!r}; known: {', '.join(KINDS)}")
     return KINDS[kind]
 
-
-def records_from_dicts(rows, kind: str, where: str) -> list:
-    """JSONL rows (e.g. a run's test.jsonl) as records of `kind`; a bad row is a DataError naming `where:line`."""
-    cls = record_class(kind)
-    return [cls.from_dict(row, f"{where}:{i}") for i, row in enumerate(rows, 1)]

@@ -16,7 +16,6 @@ import ast
 import dataclasses
 import difflib
 import glob
-import json
 import logging
 import os
 import re
@@ -426,6 +425,9 @@ class SpanDataReport:
         return "\n".join(lines)
 
 
+SPAN_FIELDS = {f.name for f in dataclasses.fields(SpanRecord)} - {"meta"}  # the rest of a row goes to meta
+
+
 def clean_span_records(records: list[dict], source: str, report: SpanDataReport,
                        require_context: bool = True) -> list[SpanRecord]:
     """Validate raw span rows into `SpanRecord`s; fix what can be fixed (relocated/merged spans), drop the rest;
@@ -437,8 +439,6 @@ def clean_span_records(records: list[dict], source: str, report: SpanDataReport,
     """
     kept = []
     for i, rec in enumerate(records):
-        if isinstance(rec, SpanRecord):  # already typed (e.g. recombined): validate the same way
-            rec = rec.to_dict()
         rid = str(rec.get("id") or f"{source}-{i}")
         if rec.get("id") is None:
             report.add(source, "missing_id (numbered)", rid)
@@ -486,9 +486,6 @@ def clean_span_records(records: list[dict], source: str, report: SpanDataReport,
     return kept
 
 
-SPAN_FIELDS = {f.name for f in dataclasses.fields(SpanRecord)} - {"meta"}
-
-
 def load_span_source(name: str, data_dir, report: SpanDataReport) -> list[SpanRecord]:
     """Load one span adapter, cleaned (context required unless the adapter says it has none), into `report`."""
     return get_adapter(name, kind="span").load(data_dir, report=report)
@@ -501,7 +498,3 @@ def read_span_file(path: Path, report: SpanDataReport, require_context: bool = T
         rows = [ragtruth_row_record(r) for r in rows]
     return clean_span_records(rows, path.stem, report, require_context=require_context)
 
-
-def dump_records(path: Path, records: list[SpanRecord]) -> None:
-    with open(path, "w", encoding="utf-8") as fh:
-        fh.writelines(json.dumps(r.to_dict(), ensure_ascii=False) + "\n" for r in records)
