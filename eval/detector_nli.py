@@ -38,7 +38,8 @@ from inference.detector_stage import DEFAULT_COMBINER_FEATURES, DetectorScores, 
 from inference.formatting import nli_pair
 from inference.runners import load_runner
 from inference.settings import DetectorSettings, ExplainerSettings
-from inference.spans import token_labels, tokenize_segment
+from inference.spans import token_labels
+from inference.stages.explainer import premise_set
 from training.data.records import SpanRecord
 from training.detector_scoring import THRESHOLDS, metrics_of, objective, per_task_auroc, predict, runtime_gate
 from training.hardware import hardware
@@ -61,7 +62,6 @@ class FoldData:
 def sentence_nli(runner, record: SpanRecord, offsets: list[tuple[int, int]], es: ExplainerSettings) -> np.ndarray:
     """Per answer token: (1 - max P(entailment), max P(contradiction)) of its sentence over its premises."""
     answer, context, question = record.answer, record.context, record.question or ""
-    tok = runner.tokenizer
     out = np.zeros((len(offsets), 2))
     sentences, seen = [], set()
     for s, e in offsets:
@@ -74,9 +74,7 @@ def sentence_nli(runner, record: SpanRecord, offsets: list[tuple[int, int]], es:
     pairs, owner = [], []
     for k, (a, b) in enumerate(sentences):
         hyp = answer[a:b]
-        fixed = len(tokenize_segment(tok, hyp)[0]) + len(tokenize_segment(tok, question)[0]) + 4
-        premises = explain.premise_candidates(tok, context, hyp, runner.max_length - fixed,
-                                              es.max_premise_windows, es.max_premise_sentences)
+        premises = premise_set(runner, es, context, question, hyp)  # the runtime's candidates, same pair length
         for p in premises.pick(es.max_premise_windows, es.max_premise_sentences):
             pairs.append(nli_pair(p.text + ("\n" + question if question else ""), hyp))
             owner.append(k)

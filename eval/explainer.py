@@ -33,6 +33,7 @@ import numpy as np
 from inference.explain import combine_nli, premise_candidates
 from inference.formatting import nli_pair
 from inference.labels import EXPLAINER_LABELS
+from inference.runners import trained_length
 from training.data.base import DataError, get_adapter, numbered_jsonl, resolve_data_dir
 from training.data.nli import EVAL_SETS
 from training.data.records import PairRecord
@@ -296,7 +297,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="score a seeded random sample of at most N pairs (all sets, or one set); repeatable")
     p.add_argument("--seed", type=int, default=42, help="seed for --limit samples")
     p.add_argument("--batch-size", type=int, default=64)
-    p.add_argument("--max-length", type=int, default=256, help="tokens per (premise window, hypothesis) input")
+    p.add_argument("--max-length", type=int,
+                   help="tokens per (premise window, hypothesis) input (default: the length the model was trained "
+                        "at, as the runtime reads it (inference.runners.trained_length), else 256)")
     p.add_argument("--max-premise-windows", type=int, default=4,
                    help="binary sets: premise windows scored per example (the inference default)")
     p.add_argument("--max-premise-sentences", type=int, default=2,
@@ -308,6 +311,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> dict:
     args = build_parser().parse_args(argv)
+    args.max_length = args.max_length or trained_length(args.model) or 256
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", datefmt="%H:%M:%S")
     unknown = [s for s in args.sets if s not in EVAL_SETS and s != RUN_TEST]
     if unknown:

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import yaml
 
 log = logging.getLogger("halugate.inference")
 
@@ -165,6 +166,19 @@ def _max_positions(model_dir: Path) -> int:
     return max_positions(_read_json(config)) if config.is_file() else 512
 
 
+def trained_length(model_dir: str | Path) -> int | None:
+    """The input length (tokens) the model was fine-tuned at: `model.max_length` of the training config that
+    run dirs and exports keep (config.yaml); None when there is none (a model from elsewhere)."""
+    path = Path(model_dir) / "config.yaml"
+    if not path.is_file():
+        return None
+    try:
+        value = ((yaml.safe_load(path.read_text(encoding="utf-8")) or {}).get("model") or {}).get("max_length")
+    except (yaml.YAMLError, AttributeError):
+        return None
+    return value if isinstance(value, int) and value > 0 else None
+
+
 def _config_task(model_dir: Path) -> str | None:
     config = model_dir / "config.json"
     if not config.is_file():
@@ -216,6 +230,8 @@ class ClassifierRunner:
         self.labels = list(labels)
         self.tok = tok
         self.max_length = int(max_length)
+        # what the model saw in fine-tuning (None: unknown); pair builders keep inputs within it (Explainer)
+        self.trained_length = trained_length(model_dir)
         self.batch_size = max(1, int(batch_size))
         self.max_batch_tokens = max(1, int(max_batch_tokens))
         self.takes_token_type_ids = takes_token_type_ids

@@ -9,7 +9,7 @@
       hallucination_model: {model_id, threshold: 0.8, use_cpu: true, min_span_length, min_span_confidence,
                             enable_nli_filtering, nli_entailment_threshold, window_overlap, max_context_tokens}
       nli_model:           {model_id, threshold: 0.7, use_cpu: true, hypothesis: sentence, max_premise_windows,
-                            max_premise_sentences, max_nli_pairs}
+                            max_premise_sentences, max_nli_pairs, max_pair_tokens}
     decisions:                           # seed: config.yaml decisions with rules and the hallucination plugin
       - name: fact_check
         priority: 100
@@ -109,6 +109,8 @@ class ExplainerSettings(ModelSettings):
     max_premise_sentences: int = 2         # + the context sentences most similar to it (precise evidence); 0: off
     max_nli_pairs: int = 64                # latency budget: Explainer pairs scored per request (sentences are
                                            # dropped first, then windows, down to one window per hypothesis)
+    max_pair_tokens: int = 0               # tokens per (premise, hypothesis) pair; 0: the length the Explainer
+                                           # was fine-tuned at (its config.yaml), else its position limit
 
     def validate(self) -> None:
         super().validate()
@@ -118,6 +120,8 @@ class ExplainerSettings(ModelSettings):
             raise ValueError(f"max_premise_sentences: must be >= 0, got {self.max_premise_sentences}")
         if self.max_nli_pairs < 1:
             raise ValueError(f"max_nli_pairs: must be >= 1, got {self.max_nli_pairs}")
+        if self.max_pair_tokens < 0:
+            raise ValueError(f"max_pair_tokens: must be >= 0 (0: the trained length), got {self.max_pair_tokens}")
 
 
 @dataclass

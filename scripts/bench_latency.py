@@ -165,8 +165,10 @@ def spans_of(result) -> list[tuple[int, int]]:
     return [(s.start, s.end) for s in result.spans]
 
 
-def bench_backend(name: str, models: dict, inputs: dict, args) -> list[dict]:
+def bench_backend(name: str, models: dict, inputs: dict, args,
+                  variant: tuple[str, list[str]] = ("", [])) -> list[dict]:
     backend, precision = BACKENDS[name]
+    label, extra = variant
     key = "export" if backend == "onnx" else "run"
     gate = HaluGate.from_dirs(
         detector=models["detector"][key], sentinel=models["sentinel"][key], explainer=models["explainer"][key],
@@ -176,7 +178,8 @@ def bench_backend(name: str, models: dict, inputs: dict, args) -> list[dict]:
                        "hallucination_mitigation.hallucination_model.use_model_calibration=false",
                        f"hallucination_mitigation.hallucination_model.threshold={args.detector_threshold}"]),
                    f"hallucination_mitigation.hallucination_model.min_span_confidence={args.min_span_confidence}",
-                   f"hallucination_mitigation.num_threads={args.threads}"])
+                   f"hallucination_mitigation.num_threads={args.threads}", *args.set, *extra])
+    name = f"{name}+{label}" if label else name
     if gate.load_errors:
         raise SystemExit(f"{name}: {gate.load_errors}")
     precisions = {stage: r.precision for stage, r in gate.runners.items() if r is not None}
@@ -200,6 +203,7 @@ def bench_backend(name: str, models: dict, inputs: dict, args) -> list[dict]:
                    "spans_per_input": round(statistics.mean(len(r.spans) for r in results), 2),
                    "spans_first": spans_of(results[0]),
                    **{s: pct(v) for s, v in stage_times.items()}}
+            row["nli_labels_first"] = [s.nli_label for s in results[0].spans]  # variants must explain alike
             rows.append(row)
             print(f"[bench] {name:9s} ctx={length:5d} batch={batch} windows={row['windows_per_input']:3d} "
                   f"total p50={row['total']['p50']:9.1f} ms (n={row['total']['n']}) "
@@ -409,6 +413,11 @@ def main(argv=None) -> int:
     p.add_argument("--min-span-confidence", type=float, default=0.6,
                    help="0 with a random-head Detector (probabilities near 0.5) so that the Explainer stage runs")
     p.add_argument("--no-lettucedetect", action="store_true")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="an inference setting for every run (inference.config override), repeatable")
+    p.add_argument("--variant", action="append", nargs="+", default=[], metavar=("NAME", "KEY=VALUE"),
+                   help="also time each backend with these settings, right after its default run (rows "
+                        "'BACKEND+NAME'): side by side in one run; repeatable")
     args = p.parse_args(argv)
     args.lengths = [int(x) for x in args.lengths.split(",")]
     args.batches = [int(x) for x in args.batches.split(",")]
@@ -424,7 +433,8 @@ def main(argv=None) -> int:
     for name in [b for b in args.backends.split(",") if b and b != "none"]:
         if name not in BACKENDS:
             raise SystemExit(f"--backends: unknown {name!r} (known: {', '.join(BACKENDS)}, none)")
-        rows += bench_backend(name, models, inputs, args)
+        for variant in [("", []), *((v[0], v[1:]) for v in args.variant)]:
+            rows += bench_backend(name, models, inputs, args, variant)
     ld = None if args.no_lettucedetect else bench_lettucedetect(models, inputs, args)
     hardware = {**environment(), "load_average_start": load_start}
     # the load before the first timing: at the end it includes the benchmark's own work on every core
@@ -433,7 +443,8 @@ def main(argv=None) -> int:
               "models": list(models.values()), "settings": {"detector_threshold": args.detector_threshold,
                                                             "min_span_confidence": args.min_span_confidence,
                                                             "sentinel_threshold": 0.0, "reps": args.reps,
-                                                            "max_cell_seconds": args.max_cell_seconds},
+                                                            "max_cell_seconds": args.max_cell_seconds,
+                                                            "set": args.set, "variants": args.variant},
               "rows": rows, "lettucedetect": ld}
     (out / "latency.json").write_text(json.dumps(report, indent=2) + "\n")
     md = markdown(report)

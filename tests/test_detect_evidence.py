@@ -9,7 +9,7 @@ import json
 
 import numpy as np
 import pytest
-from detect_helpers import FakeExplainer, fakes
+from detect_helpers import FakeDetector, FakeExplainer, fakes
 
 from inference import explain
 from inference.config import apply_overrides, from_dict
@@ -125,3 +125,77 @@ def test_sentences_budget_and_coverage():
     assert explain.fit_budget(sets, 2, 2, 4) == (2, 0)
     assert explain.fit_budget(sets, 2, 2, 2) == (1, 0)
     assert explain.coverage("ab cd", [explain.Premise("ab", 0, 2, "window")]) == 0.5
+
+
+class FlagWords(FakeDetector):
+    """Flags the answer tokens in `words`, whatever the context says (a Detector's false positive included)."""
+
+    def __init__(self, tokenizer_dir, words):
+        super().__init__(tokenizer_dir)
+        self.words = set(words)
+
+    def row(self, ids, mask, types):
+        out = np.tile(np.array([4.0, -4.0], dtype=np.float32), (len(ids), 1))
+        for pos in range(int(mask.sum())):
+            if types[pos] == 1 and self._token(ids[pos]) in self.words:
+                out[pos] = [-4.0, 4.0]
+        return out
+
+
+def test_a_span_a_sentence_entails_skips_its_windows_and_the_result_is_the_one_pass_result(minilm_dir, monkeypatch):
+    from inference.stages.explainer import ExplainerStage
+
+    context = _long_context(minilm_dir, 700) + "The tower stands in Paris and it is 330 meters tall."
+    args = {"context": context, "question": "Where is the tower and when was it built?",
+            "answer": "The tower stands in Paris. The tower was built in 1950."}
+
+    def run(one_pass: bool):
+        explainer = FakeExplainer(minilm_dir)
+        g = gate(minilm_dir, explainer=explainer, detector=FlagWords(minilm_dir, {"paris", "1950"}))
+        if one_pass:  # the reference: every candidate of every hypothesis read in one call
+            monkeypatch.setattr(ExplainerStage, "score", staticmethod(
+                lambda runner, pairs, jobs, hm: (runner.classify(pairs), set())))
+        d = g.detect(**args).to_dict()
+        monkeypatch.undo()
+        d.pop("timings_ms")
+        return d, sum(rows for rows, _ in explainer.calls)
+
+    two, pairs_two = run(one_pass=False)
+    one, pairs_one = run(one_pass=True)
+    assert two == one
+    assert [s["text"] for s in two["spans"]] == ["1950"]  # "Paris" is entailed by a sentence: dropped
+    assert two["spans"][0]["nli_label"] == "contradiction"
+    assert pairs_two < pairs_one  # the entailed hypothesis's windows were not read
+
+
+def test_without_filtering_every_candidate_is_read(minilm_dir):
+    explainer = FakeExplainer(minilm_dir)
+    g = gate(minilm_dir, "hallucination_mitigation.hallucination_model.enable_nli_filtering=false",
+             explainer=explainer, detector=FlagWords(minilm_dir, {"paris"}))
+    r = g.detect(context="The tower stands in Paris.", question="Where is it?", answer="The tower stands in Paris.")
+    assert [s.nli_label for s in r.spans] == ["entailment"] and r.spans[0].severity == 1
+    assert len(explainer.calls) == 1
+
+
+def test_premise_windows_fit_the_length_the_explainer_was_trained_at(minilm_dir, tmp_path):
+    from inference.runners import trained_length
+    from inference.settings import ExplainerSettings
+    from inference.stages.explainer import pair_tokens, premise_set
+
+    (tmp_path / "config.yaml").write_text("run: {seed: 1}\nmodel: {base_model: offline:minilm, max_length: 128}\n")
+    assert trained_length(tmp_path) == 128 and trained_length(tmp_path / "nowhere") is None
+    runner = FakeExplainer(minilm_dir)
+    assert runner.trained_length is None and pair_tokens(runner, ExplainerSettings()) == 512  # unknown: positions
+    runner.trained_length = 128
+    assert pair_tokens(runner, ExplainerSettings()) == 128
+    assert pair_tokens(runner, ExplainerSettings(max_pair_tokens=200)) == 200  # the setting wins
+    assert pair_tokens(runner, ExplainerSettings(max_pair_tokens=4096)) == 512  # never past the positions
+    context = _long_context(minilm_dir, 1500)
+    hyp, question = "The tower was built in 1950.", "When was the tower built?"
+    for limit in (128, 256):
+        runner.trained_length = limit
+        windows = premise_set(runner, ExplainerSettings(), context, question, hyp).windows
+        longest = max(len(runner.tokenizer.encode(w.text + "\n" + question, hyp).ids) for w in windows)
+        assert limit - 16 < longest <= limit  # the windows fill the trained length, and never pass it
+    with pytest.raises(ValueError, match="max_pair_tokens"):
+        ExplainerSettings(max_pair_tokens=-1).validate()

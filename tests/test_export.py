@@ -137,8 +137,10 @@ def test_int8_below_floor_is_refused_but_the_fp32_export_is_written(bert_seq_run
     assert report["status"] == "int8_refused" and report["int8_status"] == "refused" and report["passed"] is True
     # every int8 scheme was tried before refusing (more of the graph kept in fp32 each time)
     tried = report["int8_schemes_tried"]
-    assert [t["scheme"] for t in tried] == ["all", "ffn_output_fp32", "ffn_fp32"]
-    assert tried[0]["fp32_nodes"] < tried[1]["fp32_nodes"] < tried[2]["fp32_nodes"] and not any(t["passed"] for t in tried)
+    assert [t["scheme"] for t in tried] == ["all", "embeddings_fp32", "ffn_output_fp32", "ffn_output_embeddings_fp32",
+                                            "ffn_fp32", "ffn_embeddings_fp32"]
+    assert tried[0]["fp32_nodes"] < tried[2]["fp32_nodes"] < tried[4]["fp32_nodes"] and not any(t["passed"] for t in tried)
+    assert [t["embeddings_fp32"] for t in tried] == [False, True] * 3
     assert list(report["parity"]) == ["fp32"] and report["parity"]["fp32"]["passed"] is True
     assert report["files"] == {"fp32": FP32_FILE}
     refused = report["refused"]["int8"]

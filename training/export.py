@@ -59,7 +59,7 @@ from inference.runners import max_positions
 from training.data.base import DataError, numbered_jsonl
 from training.data.records import record_class
 from training.models import BaseModelError, load_tokenizer, resolve_base_model
-from training.onnx_graph import applicable_schemes, fuse_transformer, quantize_int8
+from training.onnx_graph import applicable_schemes, embeddings_fp32, fuse_transformer, quantize_int8
 
 log = logging.getLogger("halugate.export")
 
@@ -524,7 +524,7 @@ def _quantize(staging: Path, inputs: ParityInputs, task: str, floor: float) -> l
         log.info("quantising to int8 (%s)", scheme)
         kept_fp32 = quantize_int8(staging / FP32_FILE, staging / INT8_FILE, scheme)
         parity = check_file(staging / INT8_FILE, inputs.reference, inputs.batches, task, floor=floor)
-        tried.append({"scheme": scheme, "fp32_nodes": len(kept_fp32),
+        tried.append({"scheme": scheme, "fp32_nodes": len(kept_fp32), "embeddings_fp32": embeddings_fp32(scheme),
                       "label_agreement": round(parity.label_agreement, 5), "passed": parity.passed})
         if parity.passed:
             break

@@ -9,7 +9,9 @@ Both are only ever kept after training.export's parity check against PyTorch (do
 - `quantize_int8`: dynamic quantisation (int8 per-channel weights, uint8 activations scaled at run time) under a
   named scheme. Schemes keep more of the graph in fp32 in order: the feed-forward output projection reads GELU
   activations with large outliers, the one place where per-tensor activation scales lose most (Bondarenko et
-  al., 2021); export tries them in order and ships the first that passes the agreement floor.
+  al., 2021), then the whole feed-forward block; each with and without the embedding lookups in fp32 (their
+  rounding error enters the residual stream of every layer, and they cost no matrix products). Export tries
+  them in order and ships the first that passes the agreement floor.
 """
 
 from __future__ import annotations
@@ -25,12 +27,23 @@ log = logging.getLogger("halugate.export")
 FUSION_MODEL_TYPES = {"bert": "bert", "roberta": "bert", "xlm-roberta": "bert", "electra": "bert",
                       "distilbert": "bert"}
 
-# scheme -> substrings of MatMul node names kept in fp32 (BERT-family names, fused or not)
-INT8_SCHEMES: dict[str, tuple[str, ...]] = {
-    "all": (),
-    "ffn_output_fp32": ("/output/dense/",),
-    "ffn_fp32": ("/output/dense/", "/intermediate/dense/"),
+# scheme -> (substrings of MatMul node names kept in fp32 (BERT-family names, fused or not), op types quantised;
+# None: ORT's default set, which includes Gather, the embedding lookups). Tried in this order.
+_DEFAULT_OPS = None
+_NO_EMBEDDINGS = ("MatMul", "Attention")  # the embedding tables stay fp32: their error enters every layer
+INT8_SCHEMES: dict[str, tuple[tuple[str, ...], tuple[str, ...] | None]] = {
+    "all": ((), _DEFAULT_OPS),
+    "embeddings_fp32": ((), _NO_EMBEDDINGS),
+    "ffn_output_fp32": (("/output/dense/",), _DEFAULT_OPS),
+    "ffn_output_embeddings_fp32": (("/output/dense/",), _NO_EMBEDDINGS),
+    "ffn_fp32": (("/output/dense/", "/intermediate/dense/"), _DEFAULT_OPS),
+    "ffn_embeddings_fp32": (("/output/dense/", "/intermediate/dense/"), _NO_EMBEDDINGS),
 }
+
+
+def embeddings_fp32(scheme: str) -> bool:
+    """Whether `scheme` leaves the embedding lookups in fp32."""
+    return INT8_SCHEMES[scheme][1] == _NO_EMBEDDINGS
 
 
 def fuse_transformer(src: Path, dst: Path, config) -> dict:
@@ -58,7 +71,7 @@ def fuse_transformer(src: Path, dst: Path, config) -> dict:
 def excluded_nodes(path: Path, scheme: str) -> list[str]:
     import onnx
 
-    patterns = INT8_SCHEMES[scheme]
+    patterns, _ = INT8_SCHEMES[scheme]
     if not patterns:
         return []
     graph = onnx.load(str(path), load_external_data=False).graph
@@ -81,6 +94,7 @@ def quantize_int8(src: Path, dst: Path, scheme: str = "all") -> list[str]:
     root.setLevel(logging.ERROR)  # ORT logs a "consider pre-processing" line and one line per skipped tensor
     try:
         quantize_dynamic(src, dst, weight_type=QuantType.QInt8, per_channel=True, nodes_to_exclude=exclude,
+                         op_types_to_quantize=list(INT8_SCHEMES[scheme][1] or []) or None,
                          extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
     finally:
         root.setLevel(level)
@@ -90,8 +104,8 @@ def quantize_int8(src: Path, dst: Path, scheme: str = "all") -> list[str]:
 def applicable_schemes(path: Path) -> list[str]:
     """The schemes that differ from each other on this graph (a graph without BERT names has only "all")."""
     out, seen = [], set()
-    for scheme in INT8_SCHEMES:
-        key = tuple(excluded_nodes(path, scheme))
+    for scheme, (_, ops) in INT8_SCHEMES.items():
+        key = (tuple(excluded_nodes(path, scheme)), ops)
         if key not in seen:
             seen.add(key)
             out.append(scheme)

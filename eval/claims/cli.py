@@ -56,7 +56,7 @@ class ClaimsConfig(BackendSettings):
     batch_size: int = DEFAULT_BATCH_SIZE
     candidates: int = 3
     min_confidence: float = 0.5
-    max_pair_tokens: int | None = None      # NLI: longest (premise, claim) pair; default: the model limit
+    max_pair_tokens: int | None = None      # NLI: longest (premise, claim) pair; default: the trained length
     explainer: str | None = None
     model_backend: Literal["onnx", "torch"] | None = None  # default: onnx when the dir holds model.onnx
     backend: str | None = field(default=None, kw_only=True)   # no LLM unless --backend is given
@@ -108,8 +108,8 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--min-confidence", dest="min_confidence", type=float, default=S,
                    help="NLI: true/false under this confidence become unsure (0.5)")
     c.add_argument("--max-pair-tokens", dest="max_pair_tokens", type=int, default=S,
-                   help="NLI: joined sentences / whole passages only when the pair fits (default: the model's limit; "
-                        "use the Explainer's training max_length)")
+                   help="NLI: joined sentences / whole passages only when the pair fits (default: the length the "
+                        "Explainer was trained at, from its config.yaml, else the model's limit)")
     c.add_argument("--explainer", default=S, help="NLI Explainer dir (export dir or run dir)")
     c.add_argument("--model-backend", dest="model_backend", choices=["onnx", "torch"], default=S,
                    help="for the model dirs (default: onnx when the dir holds model.onnx, else torch)")

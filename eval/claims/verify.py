@@ -6,7 +6,8 @@ Evidence comes from passages: the given context (always, when there is one) plus
 - `NLIVerifier`: the NLI Explainer (any 3-way entailment / neutral / contradiction classifier behind
   inference.runners' runner interface). Premises per claim: the `candidates` passage sentences sharing the most
   content words with the claim, those sentences joined (facts that span two sentences), and each whole passage;
-  the last two only when (premise, claim) fits `max_pair_tokens` (default: the model's limit). Verdicts combine as in the Explainer (inference.explain.combine_nli: entailed by any
+  the last two only when (premise, claim) fits `max_pair_tokens` (default: the length the model was trained at,
+  else its limit). Verdicts combine as in the Explainer (inference.explain.combine_nli: entailed by any
   premise -> entailment, else contradicted by any -> contradiction, else neutral) and map entailment -> true,
   contradiction -> false, neutral -> unsure; a true / false under `min_confidence` becomes unsure. Evidence: the
   candidate sentence with the highest probability of the verdict's label (for unsure: of entailment, the closest
@@ -138,9 +139,10 @@ class NLIVerifier(Verifier):
         self.batch_size = batch_size
         self.candidates = candidates
         self.min_confidence = min_confidence
-        # Joined sentences and whole passages are only used when (premise, claim) fits this many tokens: set it to
-        # the Explainer's training max_length so that premises stay in the length range it has seen.
-        self.max_pair_tokens = min(max_pair_tokens or runner.max_length, runner.max_length)
+        # Joined sentences and whole passages are only used when (premise, claim) fits this many tokens: by default
+        # the Explainer's training max_length, so that premises stay in the length range it has seen.
+        self.max_pair_tokens = min(max_pair_tokens or getattr(runner, "trained_length", None) or runner.max_length,
+                                   runner.max_length)
         self.calls = 0   # classifier calls (one per batch)
         self.pairs = 0   # premise/claim pairs classified
 

@@ -1,8 +1,11 @@
 """The Explainer stage: NLI of each flagged span's sentence against its best premises (windows and sentences of
 the context, within the max_nli_pairs budget) -> label, confidence, evidence, severity; entailed spans are
-dropped when enable_nli_filtering is on."""
+dropped when enable_nli_filtering is on (sentence candidates are read first, and a span they entail with
+confidence skips its windows: ExplainerStage.score)."""
 
 from __future__ import annotations
+
+import numpy as np
 
 from inference import explain
 from inference.formatting import nli_pair
@@ -50,32 +53,34 @@ class ExplainerStage(Stage):
                 hyps.append(answer[a:b] or s.text)
             hyp_of.append(hyps)
             for hyp in dict.fromkeys(hyps):  # one NLI job per distinct hypothesis
-                candidates[(k, hyp)] = self.premises(gate, runner, it.context, it.data.question or "", hyp)
+                candidates[(k, hyp)] = premise_set(runner, nm, it.context, it.data.question or "", hyp)
         # The latency budget: at most max_nli_pairs Explainer pairs per request (per item of a batch).
         budget = {k: explain.fit_budget([ps for (j, _), ps in candidates.items() if j == k], nm.max_premise_windows,
                                         nm.max_premise_sentences, nm.max_nli_pairs) for k in range(len(wanted))}
         pairs: list[tuple[str, str]] = []
         jobs: dict[tuple[int, str], tuple[list[explain.Premise], int]] = {}  # -> (premises read, first pair)
-        for (k, hyp), premise_set in candidates.items():
-            read = premise_set.pick(*budget[k])
+        for (k, hyp), ranked in candidates.items():
+            read = ranked.pick(*budget[k])
             question = wanted[k].data.question or ""
             jobs[(k, hyp)] = (read, len(pairs))
             pairs.extend(nli_pair(p.text + ("\n" + question if question else ""), hyp) for p in read)
+        hm = m.hallucination_model
         try:
-            probs = runner.classify(pairs)
+            probs, settled = self.score(runner, pairs, jobs, hm)
         except Exception as exc:  # noqa: BLE001
             for it in wanted:
                 gate.fail(it, "explainer", f"run failed: {type(exc).__name__}: {exc}")
             return
         column = {name.lower(): i for i, name in enumerate(runner.labels)}
-        hm = m.hallucination_model
         for k, it in enumerate(wanted):
             kept = []
             for s, hyp in zip(it.result.spans, hyp_of[k]):
                 read, first = jobs[(k, hyp)]
+                s.premise_coverage = explain.coverage(it.context, read)
+                if (k, hyp) in settled:  # entailed by a sentence with confidence: dropped whatever else is read
+                    continue
                 p = probs[first:first + len(read)]
                 label, conf, decisive = explain.decide_nli(p, runner.labels)
-                s.premise_coverage = explain.coverage(it.context, read)
                 level = explain.severity(label, conf, entailment_threshold=hm.nli_entailment_threshold,
                                          low_confidence=nm.threshold, filter_entailed=hm.enable_nli_filtering)
                 if level is None:
@@ -93,11 +98,47 @@ class ExplainerStage(Stage):
             it.result.hallucination_detected = bool(kept)
 
     @staticmethod
-    def premises(gate, runner, context: str, question: str, hypothesis: str) -> explain.PremiseSet:
-        """Candidate premises (windows and sentences of the context, with offsets; the question is appended to
-        each) that fit the Explainer with the hypothesis, ranked by the words they share with it."""
-        tok = runner.tokenizer
-        nm = gate.settings.hallucination_mitigation.nli_model
-        fixed = len(tokenize_segment(tok, hypothesis)[0]) + len(tokenize_segment(tok, question)[0]) + 4
-        return explain.premise_candidates(tok, context, hypothesis, runner.max_length - fixed,
-                                          nm.max_premise_windows, nm.max_premise_sentences)
+    def score(runner, pairs, jobs, hm) -> tuple[np.ndarray, set]:
+        """NLI probabilities of `pairs`, in two passes when entailed spans are dropped: the sentence candidates
+        first (short, so cheap), then the windows of the hypotheses no sentence settled. A hypothesis that a
+        sentence entails with confidence >= nli_entailment_threshold is dropped whatever its windows say
+        (decide_nli puts entailment first and reports the highest entailment confidence), so its windows are
+        not read: the result is the one-pass result, with less work when the Detector flags supported text.
+        Returns the probabilities (rows of unread pairs are NaN) and the settled jobs."""
+        n = len(runner.labels)
+        probs = np.full((len(pairs), n), np.nan, dtype=np.float32)
+        if not hm.enable_nli_filtering:
+            return (runner.classify(pairs) if pairs else probs), set()
+        entail = [name.lower() for name in runner.labels].index("entailment")
+        first_pass = [first + i for read, first in jobs.values() for i, p in enumerate(read) if p.kind == "sentence"]
+        if first_pass:
+            probs[first_pass] = runner.classify([pairs[i] for i in first_pass])
+        settled = set()
+        for job, (read, first) in jobs.items():
+            rows = probs[first:first + len(read)]
+            done = [r for r, p in zip(rows, read) if p.kind == "sentence"
+                    and r.argmax() == entail and r[entail] >= hm.nli_entailment_threshold]
+            if done:
+                settled.add(job)
+        second_pass = [first + i for job, (read, first) in jobs.items() if job not in settled
+                       for i, p in enumerate(read) if p.kind != "sentence"]
+        if second_pass:
+            probs[second_pass] = runner.classify([pairs[i] for i in second_pass])
+        return probs, settled
+
+
+
+def pair_tokens(runner, nm) -> int:
+    """Tokens per (premise, hypothesis) pair: max_pair_tokens, else the length the Explainer was fine-tuned at
+    (an NLI model trained on 256-token pairs is read on 256-token pairs, as eval.explainer scores it), else
+    the model's position limit."""
+    return min(nm.max_pair_tokens or runner.trained_length or runner.max_length, runner.max_length)
+
+
+def premise_set(runner, nm, context: str, question: str, hypothesis: str) -> explain.PremiseSet:
+    """Candidate premises (windows and sentences of the context, with offsets; the question is appended to each)
+    that fit a pair of pair_tokens() with the hypothesis, ranked by the words they share with it."""
+    tok = runner.tokenizer
+    fixed = len(tokenize_segment(tok, hypothesis)[0]) + len(tokenize_segment(tok, question)[0]) + 4
+    return explain.premise_candidates(tok, context, hypothesis, pair_tokens(runner, nm) - fixed,
+                                      nm.max_premise_windows, nm.max_premise_sentences)
