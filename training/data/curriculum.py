@@ -109,8 +109,9 @@ def window_premise(premise: str, hypothesis: str, max_words: int) -> str:
     return " ".join(sentences[i] for i in sorted(kept))
 
 
-def read_task(data_dir: Path, task: str, split: str = "train") -> Iterator[dict]:
-    """NLI records of one Curriculum task split, read from its zip (junk entries skipped)."""
+def read_task(data_dir: Path, task: str, split: str = "train", window: bool = True) -> Iterator[dict]:
+    """NLI records of one Curriculum task split, read from its zip (junk entries skipped); `window=False` keeps
+    ConTRoL's whole passages."""
     if (task, split) in EVAL_LEAKS:
         raise DataError(f"curriculum_nli {task}/{split}.jsonl is never read: {EVAL_LEAKS[(task, split)]}")
     if task not in TASKS:
@@ -138,7 +139,7 @@ def read_task(data_dir: Path, task: str, split: str = "train") -> Iterator[dict]
                     raise DataError(f"curriculum_{task}: {where}: missing field(s) {', '.join(missing)}")
                 label = map_label(r["gold_label"], mapping, f"curriculum_{task}", where)
                 premise = str(r["premise"])
-                if task == "control":
+                if task == "control" and window:
                     premise = window_premise(premise, str(r["hypothesis"]), CONTROL_PREMISE_WORDS)
                 idx = r.get("uid", r.get("idx", r.get("index", lineno)))
                 yield _rec(premise, r["hypothesis"], label, pair_id=f"curriculum:{task}:{split}:{idx}",
