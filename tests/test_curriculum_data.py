@@ -173,12 +173,12 @@ def test_scale_shrinks_every_source_and_limits_stay_weights(tmp_path):
 def test_offline_recipe_config_loads_with_groups_and_ablation_overrides():
     cfg = load_config(ExplainerConfig, REPO / "configs/explainer.offline.yaml")
     groups = {s.group for s in cfg.data.sources}
-    assert groups == {"base", "mnli_mm", "curriculum3", "curriculum2", "cad", "number_swap"}
+    assert groups == {"base", "mnli_mm", "curriculum3", "curriculum2", "cad", "number_swap", "number_swap_neutral"}
     # the kept mixture: everything but the two-way curriculum and the (measured, not adopted) number swaps
     assert {s.group for s in cfg.data.active_sources()} == {"base", "mnli_mm", "curriculum3", "cad"}
     assert cfg.data.effective_eval_sets() == [e for e in EVAL_SETS if e != "mnli_dev_mismatched"]
     ablation = load_config(ExplainerConfig, REPO / "configs/explainer.offline.yaml",
-                           ["data.exclude_groups=[mnli_mm, curriculum3, curriculum2, cad, number_swap]"])
+                           ["data.exclude_groups=[mnli_mm, curriculum3, curriculum2, cad, number_swap, number_swap_neutral]"])
     assert {s.group for s in ablation.data.active_sources()} == {"base"}
     assert "mnli_dev_mismatched" in ablation.data.effective_eval_sets()
     assert not any(s.name == "curriculum_monotonicity_infer_val" for s in cfg.data.sources)

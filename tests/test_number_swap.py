@@ -7,8 +7,8 @@ import re
 import pytest
 
 from training.data.base import get_adapter
-from training.data.nli import CONTRADICTION, ENTAILMENT
-from training.data.number_swap import swap_pairs
+from training.data.nli import CONTRADICTION, ENTAILMENT, NEUTRAL
+from training.data.number_swap import neutral_pairs, swap_pairs
 
 PASSAGE = ("The Eiffel Tower is a wrought-iron lattice tower in Paris. It was built from 1887 to 1889 as the "
            "entrance arch of the World's Fair. The tower is 330 meters tall and has three levels for visitors. "
@@ -43,3 +43,16 @@ def test_real_number_swap_pairs(data_dir):
     assert len(recs) == 3304  # 1,652 sentences of distinct ConTRoL training passages, two pairs each
     assert sum(r.label == ENTAILMENT for r in recs) == sum(r.label == CONTRADICTION for r in recs)
     assert len({r.meta["pair_id"] for r in recs}) == len(recs)
+
+
+def test_neutral_pairs_hold_a_sentence_of_the_passage_outside_the_premise_with_none_of_its_numbers():
+    passage = PASSAGE + (" Its lights were switched on in 1985 for the first time. About 7 million people visit "
+                         "it every year, most of them in summer.")
+    picked = {r.meta["pair_id"].rsplit(":", 1)[0] for r in swap_pairs(passage, "p")}
+    neutral = list(neutral_pairs(passage, "p"))
+    assert neutral and all(r.label == NEUTRAL and r.meta["train_only"] for r in neutral)
+    for r in neutral:
+        assert r.meta["pair_id"].rsplit(":", 1)[0] in picked  # one per sentence swap_pairs picked
+        assert r.hypothesis in passage and r.hypothesis not in r.premise
+        assert not set(re.findall(r"\d+", r.hypothesis)) & set(re.findall(r"\d+", r.premise))
+    assert [x.to_dict() for x in neutral] == [x.to_dict() for x in neutral_pairs(passage, "p")]
