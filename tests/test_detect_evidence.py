@@ -185,11 +185,11 @@ def test_premise_windows_fit_the_length_the_explainer_was_trained_at(minilm_dir,
     (tmp_path / "config.yaml").write_text("run: {seed: 1}\nmodel: {base_model: offline:minilm, max_length: 128}\n")
     assert trained_length(tmp_path) == 128 and trained_length(tmp_path / "nowhere") is None
     runner = FakeExplainer(minilm_dir)
-    assert runner.trained_length is None and pair_tokens(runner, ExplainerSettings()) == 512  # unknown: positions
+    assert runner.trained_length is None and pair_tokens(runner, ExplainerSettings().max_pair_tokens) == 512
     runner.trained_length = 128
-    assert pair_tokens(runner, ExplainerSettings()) == 128
-    assert pair_tokens(runner, ExplainerSettings(max_pair_tokens=200)) == 200  # the setting wins
-    assert pair_tokens(runner, ExplainerSettings(max_pair_tokens=4096)) == 512  # never past the positions
+    assert pair_tokens(runner, ExplainerSettings().max_pair_tokens) == 128
+    assert pair_tokens(runner, 200) == 200  # the setting wins
+    assert pair_tokens(runner, 4096) == 512  # never past the positions
     context = _long_context(minilm_dir, 1500)
     hyp, question = "The tower was built in 1950.", "When was the tower built?"
     for limit in (128, 256):

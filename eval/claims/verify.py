@@ -29,6 +29,7 @@ from eval.backends import Backend
 from inference.explain import combine_nli
 from inference.formatting import nli_pair
 from inference.labels import EXPLAINER_LABELS
+from inference.stages.explainer import pair_tokens
 from inference.windowing import rank_premises
 
 from .contract import ContractStats, ask_json
@@ -141,8 +142,7 @@ class NLIVerifier(Verifier):
         self.min_confidence = min_confidence
         # Joined sentences and whole passages are only used when (premise, claim) fits this many tokens: by default
         # the Explainer's training max_length, so that premises stay in the length range it has seen.
-        self.max_pair_tokens = min(max_pair_tokens or getattr(runner, "trained_length", None) or runner.max_length,
-                                   runner.max_length)
+        self.max_pair_tokens = pair_tokens(runner, max_pair_tokens)
         self.calls = 0   # classifier calls (one per batch)
         self.pairs = 0   # premise/claim pairs classified
 

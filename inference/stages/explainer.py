@@ -113,13 +113,9 @@ class ExplainerStage(Stage):
         first_pass = [first + i for read, first in jobs.values() for i, p in enumerate(read) if p.kind == "sentence"]
         if first_pass:
             probs[first_pass] = runner.classify([pairs[i] for i in first_pass])
-        settled = set()
-        for job, (read, first) in jobs.items():
-            rows = probs[first:first + len(read)]
-            done = [r for r, p in zip(rows, read) if p.kind == "sentence"
-                    and r.argmax() == entail and r[entail] >= hm.nli_entailment_threshold]
-            if done:
-                settled.add(job)
+        settled = {job for job, (read, first) in jobs.items()
+                   if any(p.kind == "sentence" and r.argmax() == entail and r[entail] >= hm.nli_entailment_threshold
+                          for r, p in zip(probs[first:first + len(read)], read))}
         second_pass = [first + i for job, (read, first) in jobs.items() if job not in settled
                        for i, p in enumerate(read) if p.kind != "sentence"]
         if second_pass:
@@ -127,12 +123,11 @@ class ExplainerStage(Stage):
         return probs, settled
 
 
-
-def pair_tokens(runner, nm) -> int:
-    """Tokens per (premise, hypothesis) pair: max_pair_tokens, else the length the Explainer was fine-tuned at
-    (an NLI model trained on 256-token pairs is read on 256-token pairs, as eval.explainer scores it), else
-    the model's position limit."""
-    return min(nm.max_pair_tokens or runner.trained_length or runner.max_length, runner.max_length)
+def pair_tokens(runner, requested: int | None = None) -> int:
+    """Tokens per (premise, hypothesis) pair: `requested` (nli_model.max_pair_tokens; 0 / None: not set), else
+    the length the Explainer was fine-tuned at (an NLI model trained on 256-token pairs is read on 256-token
+    pairs, as eval.explainer scores it), else the model's position limit; never past that limit."""
+    return min(requested or getattr(runner, "trained_length", None) or runner.max_length, runner.max_length)
 
 
 def premise_set(runner, nm, context: str, question: str, hypothesis: str) -> explain.PremiseSet:
@@ -140,5 +135,5 @@ def premise_set(runner, nm, context: str, question: str, hypothesis: str) -> exp
     that fit a pair of pair_tokens() with the hypothesis, ranked by the words they share with it."""
     tok = runner.tokenizer
     fixed = len(tokenize_segment(tok, hypothesis)[0]) + len(tokenize_segment(tok, question)[0]) + 4
-    return explain.premise_candidates(tok, context, hypothesis, pair_tokens(runner, nm) - fixed,
+    return explain.premise_candidates(tok, context, hypothesis, pair_tokens(runner, nm.max_pair_tokens) - fixed,
                                       nm.max_premise_windows, nm.max_premise_sentences)

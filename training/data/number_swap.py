@@ -82,7 +82,8 @@ def neutral_pairs(passage: str, key: str) -> Iterator:
     sentences, usable, picks, _ = _picks(passage)
     for i in picks:
         premise = _premise(sentences, i)
-        far = [j for j in usable if abs(j - i) > NEIGHBOURS + 1 and not _numbers(sentences[j]) & _numbers(premise)]
+        shown = _numbers(premise)
+        far = [j for j in usable if abs(j - i) > NEIGHBOURS + 1 and not _numbers(sentences[j]) & shown]
         if far:
             j = far[int(hashlib.sha256(f"{key}:{i}".encode()).hexdigest(), 16) % len(far)]
             yield _rec(premise, sentences[j], NEUTRAL, pair_id=f"number_swap:{key}:{i}:n", domain="number_swap",
