@@ -97,11 +97,11 @@ def run(argv=None) -> int:
         by = args.by or loso.by
         only = args.only or loso.only
         out_root = Path(args.out or loso.output_dir or f"{cfg.run.output_dir.rstrip('/')}-loso")
-        check_families(loso.families, [s.name for s in cfg.data.sources])
+        check_families(loso.families, [s.name for s in cfg.data.sources], loso.train_only)
         data_dir = resolve_data_dir(cfg.run.data_dir)
         records = load_prompt_records(cfg.data, data_dir, cfg.run.seed)
         ood = load_ood_records(cfg.data, data_dir, cfg.run.seed)
-        folds = list(loso_folds(records, loso.families, by, only))
+        folds = list(loso_folds(records, loso.families, by, only, loso.train_only))
     except (ConfigError, DataError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -268,7 +268,7 @@ class HaluGate:
                     max_length=self._detector_max_length(), overlap=m.hallucination_model.window_overlap,
                     max_context_tokens=m.hallucination_model.max_context_tokens,
                     task_type=self.task_type(it.data), special_tokens=self._special(detector), where=where(i),
-                    max_windows=max_windows)
+                    max_windows=max_windows, fill=m.hallucination_model.window_fill)
                 it.result.context_tokens = it.windows[0].context_tokens
         return items
 

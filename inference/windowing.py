@@ -32,14 +32,14 @@ def join_documents(documents: Sequence[str]) -> str:
 
 def detector_windows(tokenizer, context: str, question: str | None, answer: str, *, max_length: int,
                      overlap: int, max_context_tokens: int, task_type: str | None, special_tokens=None,
-                     where: str = "", max_windows: int = 0) -> list[DetectorInput]:
+                     where: str = "", max_windows: int = 0, fill: str = "full") -> list[DetectorInput]:
     """The Detector windows of one input (at most `max_windows` of them, the ones sharing the most words with the
     answer, when it is > 0); InputTooLongError for a context over the hard limit or an answer (+ question) that
     leaves no room for context in a window."""
     where = where or "input"
     try:
         windows = context_windows(tokenizer, context, question, answer, max_length=max_length, overlap=overlap,
-                                  task_type=task_type, special_tokens=special_tokens)
+                                  task_type=task_type, special_tokens=special_tokens, fill=fill)
     except AnswerTooLongError as exc:
         raise InputTooLongError(
             f"{where}: the question and answer alone need {exc.needed} tokens, more than the Detector's window "

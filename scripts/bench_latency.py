@@ -246,9 +246,9 @@ def bench_lettucedetect(models: dict, inputs: dict, args) -> dict:
                      "hallucination_mitigation.hallucination_model.min_span_length=1",
                      f"hallucination_mitigation.num_threads={args.threads}"]
     ours = HaluGate.from_dirs(detector=models["detector"]["export"], precision=args.precision,
-                              overrides=[*same_decision, *window_overrides(args)])
+                              overrides=[*same_decision, *window_overrides(args), *args.set])
     ours_fp32 = HaluGate.from_dirs(detector=models["detector"]["export"], precision="fp32",
-                                   overrides=[*same_decision, *window_overrides(args)])
+                                   overrides=[*same_decision, *window_overrides(args), *args.set])
     out = {"version": lettucedetect.__version__, "long_context": [], "identical_input": None,
            "our_precision": ours.runners["detector"].precision}
     x0 = inputs[min(inputs)][0]

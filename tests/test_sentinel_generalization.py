@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import zipfile
 from pathlib import Path
 
@@ -70,8 +71,13 @@ class _Ctx(augment._Context):
     pass
 
 
+_ANSWERS = {"Who wrote Hamlet?": "William Shakespeare", "In which year did the Berlin Wall fall?": "1989"}
 CTX = _Ctx(documents=["The Danube is Europe's second-longest river. " * 6], pos_short=["Who painted the Mona Lisa?",
-                                                                                       "What is the capital of Peru?"])
+                                                                                       "What is the capital of Peru?"],
+           answers=_ANSWERS, source_of={q: "trivia" for q in _ANSWERS},
+           answer_pool={"trivia": ["William Shakespeare", "Lima", "Leonardo da Vinci", "Marie Curie", "the Danube",
+                                   "Ada Lovelace", "Mount Everest", "Nile", "Oslo", "Jupiter",
+                                   "1989", "1066", "1492", "1815", "1969", "1945", "2001", "1776", "1914", "1603"]})
 
 
 @pytest.mark.parametrize("name,text,expect", [
@@ -108,11 +114,14 @@ def test_rewrites_on_hand_cases(name, text, expect):
     ("neg_counterfactual", "What is the Suez Canal?", NEG),      # a counterfactual about a fact-seeking topic
     ("neg_counterfactual", "Who wrote Hamlet?", NEG),
     ("neg_creative_entity", "Who was Marie Curie?", NEG),
+    ("neg_premise", "Who was Marie Curie?", NEG),
+    ("neg_premise", "What is the Suez Canal?", NEG),
+    ("pos_options", "Who wrote Hamlet?", POS),
 ])
 def test_every_rewrite_label_is_fixed_by_the_rule(name, text, label):
     src_label, fn = augment.REWRITES[name]
-    assert src_label == (NEG if name.startswith("neg_") and name not in ("neg_counterfactual", "neg_creative_entity")
-                         else POS)
+    assert src_label == (NEG if name.startswith("neg_")
+                         and name not in ("neg_counterfactual", "neg_creative_entity", "neg_premise") else POS)
     res = None
     for seed in range(20):  # some rewrites pick a template at random, one of which may not apply
         res = fn(text, random.Random(seed), CTX)
@@ -129,6 +138,36 @@ def test_every_rewrite_label_is_fixed_by_the_rule(name, text, label):
         assert any(w in out for w in ("What if", "What would", "Imagine", "Suppose"))
     if name in ("pos_document", "neg_document"):
         assert prompt_style(out) == "document"
+    if name == "neg_premise":
+        assert "?" not in out and not re.search(r"\b(write|compose)\b", out, re.IGNORECASE)
+
+
+@pytest.mark.parametrize("question,answer,numeric", [("Who wrote Hamlet?", "William Shakespeare", False),
+                                                     ("In which year did the Berlin Wall fall?", "1989", True)])
+def test_pos_options_offer_the_answer_and_same_source_distractors_of_its_kind(question, answer, numeric):
+    for seed in range(10):
+        out, label = augment.pos_options(question, random.Random(seed), CTX)
+        assert label == POS and out.startswith(question + "\n")
+        options = re.findall(r"(?:^|\s|\()([A-D])[).]\s*([^\n]+?)(?=\s+\(?[A-D][).]|\n|$)", out.split("\n", 1)[1])
+        values = [v.strip() for _, v in options]
+        assert [k for k, _ in options] == list("ABCD") and answer in values
+        assert all(v in CTX.answer_pool["trivia"] for v in values)
+        assert all(bool(re.search(r"\d", v)) == numeric for v in values)
+    # no answer of its own (or no pool of its source): no rewrite
+    assert augment.pos_options("What is the capital of Peru?", random.Random(0), CTX) is None
+
+
+def test_math_prompts_are_distinct_deterministic_and_in_every_style():
+    from training.data.math_prompts import math_prompts
+
+    prompts = math_prompts(400, seed=0)
+    assert len(prompts) == len(set(prompts)) == 400 and prompts == math_prompts(400, seed=0)
+    assert prompts != math_prompts(400, seed=1)
+    with_options = [p for p in prompts if re.search(r"(^|\n|\s|\()A[).] ", p)]
+    assert 0.2 < len(with_options) / len(prompts) < 0.6
+    assert {prompt_style(p) for p in prompts} >= {"question", "imperative"}
+    records = get_adapter("synthetic_math").load(None)  # no files: the same prompts with or without a data dir
+    assert all(r.label == NEG for r in records) and len(records) == 2000
 
 
 def test_augment_records_labels_sources_and_determinism():
@@ -214,6 +253,24 @@ def test_check_no_leak_catches_a_source_and_a_repeated_text():
     with pytest.raises(DataError, match="repeat a held-out text"):
         check_no_leak([PromptRecord("who  wrote HAMLET?", POS, "nq")], held)
     check_no_leak([PromptRecord("Who wrote Macbeth?", POS, "nq")], held)
+
+
+@pytest.mark.parametrize("by", ["family", "source"])
+def test_loso_train_only_sources_are_in_every_training_part_and_never_held_out(by):
+    recs = _records()
+    folds = list(loso_folds(recs, FAMILIES, by, train_only=["alpaca"]))
+    assert "alpaca" not in {f.name for f in folds}
+    for f in folds:
+        assert "alpaca" not in f.heldout_sources and sum(r.source == "alpaca" for r in f.train) == 20
+
+
+def test_check_families_names_bad_train_only_sources():
+    from training.data.loso import check_families
+
+    with pytest.raises(DataError, match="'wp' is in both 'train_only' and 'creative'"):
+        check_families(FAMILIES, ["nq", "simple", "wp"], train_only=["wp"])
+    with pytest.raises(DataError, match="not in data.sources"):
+        check_families({}, ["nq"], train_only=["synthetic_math"])
 
 
 def test_loso_only_names_unknown_group():

@@ -19,6 +19,7 @@ from inference.spans import (
     context_windows,
     encode_detector_input,
     plan_window_starts,
+    plan_windows,
     token_labels,
     token_probs_to_spans,
     tokenize_segment,
@@ -285,3 +286,36 @@ def test_check_spans_reports_and_repairs():
 def test_spans_module_does_not_import_torch():
     code = "import sys, inference.spans; assert 'torch' not in sys.modules and 'transformers' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).resolve().parents[1])
+
+
+@pytest.mark.parametrize("n,budget,overlap", [(100, 100, 32), (101, 100, 0), (512, 460, 32), (545, 460, 32),
+                                              (2048, 460, 32), (4096, 430, 128), (1000, 10, 9), (921, 460, 0)])
+def test_even_window_fill_keeps_the_count_and_the_cover_with_less_context(n, budget, overlap):
+    full, even = plan_windows(n, budget, overlap, "full"), plan_windows(n, budget, overlap, "even")
+    assert len(even) == len(full) == len(plan_window_starts(n, budget, overlap))
+    assert even[0][0] == 0 and even[-1][1] == n
+    sizes = {e - s for s, e in even}
+    assert len(sizes) == 1 and max(sizes) <= min(budget, n)  # one size for all, never over the budget
+    covered = [0] * n
+    for s, e in even:
+        for t in range(s, e):
+            covered[t] += 1
+    assert min(covered) >= 1
+    for (_, a_end), (b_start, _) in itertools.pairwise(even):
+        assert a_end - b_start >= min(overlap, budget - 1)
+    assert sum(e - s for s, e in even) <= sum(e - s for s, e in full)
+    if len(even) > 1:  # a window shorter by one token could not cover n with that count and overlap
+        size, k, o = sizes.pop(), len(even), min(overlap, budget - 1)
+        assert k * (size - 1) - (k - 1) * o < n
+
+
+def test_even_window_fill_halves_two_window_contexts(hf_tok):
+    ctx = " ".join(f"fact{i}" for i in range(300))
+    ans = "fact1 and fact299 are both there."
+    full = context_windows(hf_tok, ctx, "q?", ans, max_length=200, overlap=8)
+    even = context_windows(hf_tok, ctx, "q?", ans, max_length=200, overlap=8, fill="even")
+    assert len(full) == len(even) >= 2
+    assert sum(len(w) for w in even) < sum(len(w) for w in full)
+    assert all(w.answer_offsets == full[0].answer_offsets for w in even)
+    with pytest.raises(ValueError, match="window fill"):
+        context_windows(hf_tok, ctx, "q?", ans, max_length=200, overlap=8, fill="half")

@@ -83,6 +83,9 @@ class LosoConfig:
     by: Literal["family", "source"] = "family"
     families: dict[str, list[str]] = field(default_factory=dict)  # family -> sources; unnamed sources: own group
     only: list[str] = field(default_factory=list)                 # run only these groups (default: all)
+    # sources in every fold's training part and never held out: rule-generated ones (synthetic_math), which have
+    # no outside distribution of their own to generalise to; a fold of them would only pad the mean
+    train_only: list[str] = field(default_factory=list)
     epochs: float | None = None        # per-fold training epochs (None: train.epochs)
     max_steps: int | None = None       # per-fold step cap (None: train.max_steps)
     heldout_limit: int | None = 600    # at most this many held-out records scored per group (seeded sample)
@@ -227,8 +230,8 @@ def make_post_eval(cfg: SentinelConfig, ood: dict[str, list[PromptRecord]] | Non
         # per-record probabilities: eval.sentinel_loso pools the held-out groups' ones (a threshold from data the
         # model's sources did not include)
         with open(out / TEST_PREDICTIONS_FILE, "w", encoding="utf-8") as fh:
-            fh.writelines(json.dumps({"source": r.source, "label": int(r.label), "p_fact": round(float(p), 6)})
-                          + "\n" for r, p in zip(test_recs, test_p))
+            fh.writelines(json.dumps({"source": r.source, "label": int(r.label), "p_fact": round(float(p), 6),
+                                      "text": r.text}) + "\n" for r, p in zip(test_recs, test_p))
         result["test_by_threshold"] = {k: binary_stats(test_y, test_p, t) for k, t in thresholds.items()}
         result["test_per_source"] = {k: per_source_stats(test_recs, test_p, t) for k, t in thresholds.items()}
         if ood:

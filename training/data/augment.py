@@ -10,6 +10,8 @@ instead of by what is asked. These rule-based rewrites put both labels in every 
     pos_document         POS    POS    "<pasted passage>\n\n<question>"
     pos_persona          POS    POS    "You are a knowledgeable librarian. <question>"
     pos_multi            POS    POS    "<question 1> Also, <question 2>"
+    pos_options          POS    POS    "Who wrote Hamlet?\nA) Marlowe B) Shakespeare C) Jonson D) Kyd" (other answers of
+                                       the same source as distractors)
     neg_question         NEG    NEG    "Write a poem about rain." -> "Can you write a poem about rain?"
     neg_preamble         NEG    NEG    "I'm working on a creative project. <task> Have fun with it."
     neg_document         NEG    NEG    "<pasted passage>\n\nRewrite the text above in a more formal tone."
@@ -17,8 +19,15 @@ instead of by what is asked. These rule-based rewrites put both labels in every 
     neg_counterfactual   POS    NEG    "What is the Suez Canal?" -> "What would have happened if the Suez Canal had
                                        never been built?"
     neg_creative_entity  POS    NEG    "Who was Marie Curie?" -> "Can you write a short poem about Marie Curie?"
+    neg_premise          POS    NEG    "What is the Suez Canal?" -> "You discover a door in your basement that leads
+                                       straight into the Suez Canal." (a story premise, WritingPrompts style)
 
-The last two derive a negative from a positive's topic: the same entity on both sides of the boundary, so the
+`pos_options` exists because options marked a label: MMLU's knowledge subjects (positives) and its math
+subjects (negatives) are the only prompts with options, so holding out either half left options on one side
+only. With it (and the rule-generated math of training.data.math_prompts, some with options) both labels have
+options in every fold.
+
+The last three derive a negative from a positive's topic: the same entity on both sides of the boundary, so the
 topic alone cannot decide. Every rewrite's output label is fixed by the rule (docs/sentinel.md), never guessed.
 
 Rewrites are applied to the training split only, after splitting, and draw passages only from that split, so
@@ -35,6 +44,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
+from training.data.math_prompts import format_options
 from training.data.records import PromptRecord
 
 POS, NEG = 1, 0
@@ -169,6 +179,25 @@ def pos_multi(text, rng, ctx):
     return f"{text.strip()} Also, {_lower_first(other.strip())}", POS
 
 
+def pos_options(text, rng, ctx):
+    """A short question with four options: its own answer (meta "answer") and three answers of other questions of
+    the same source, drawn from the training records only."""
+    t = " ".join(text.split())
+    if "\n" in text.strip() or len(t) > 200:
+        return None
+    answer = ctx.answers.get(text)
+    pool = ctx.answer_pool.get(ctx.source_of.get(text, ""), [])
+    if not t or not answer or len(pool) < 10:
+        return None
+    numeric = bool(re.search(r"\d", answer))
+    similar = [a for a in pool if bool(re.search(r"\d", a)) == numeric and a.lower() != answer.lower()]
+    if len(similar) < 3:
+        return None
+    options = [answer, *rng.sample(similar, 3)]
+    rng.shuffle(options)
+    return f"{t}\n{format_options(options, rng)}", POS
+
+
 # ---- negative rewrites (keep NO_FACT_CHECK_NEEDED) ---------------------------------------------------------------
 
 _NEG_VERBS = r"(write|compose|create|generate|draft|design|rewrite|paraphrase|edit|translate|make|come up with|" \
@@ -280,6 +309,29 @@ def neg_creative_entity(text, rng, ctx):
                        f"Could you write a song about {x}?"]), NEG
 
 
+def neg_premise(text, rng, ctx):
+    """A story premise about a positive's entity, stated the way r/WritingPrompts states them: no "write", no
+    question, fiction by content ("You wake up as ..."). Creative writing by the rule, so a negative."""
+    ent = entity_of(text)
+    if not ent:
+        return None
+    wh, _, x = ent
+    if wh == "who":
+        templates = ["You wake up one morning in the body of {x}, and nobody believes you.",
+                     "{X} walks into your coffee shop in 2031 and orders the strangest drink you have ever heard of.",
+                     "You are {x}'s personal assistant, and today absolutely everything goes wrong.",
+                     "A time machine brings {x} to a modern supermarket. Chaos follows.",
+                     "You find a diary that claims {x} was secretly a time traveller, and the entries keep changing."]
+    else:
+        templates = ["You wake up one morning and {x} has vanished from the world. You are the only one who remembers it.",
+                     "In a world where {x} never existed, a child finds the last trace of it in an attic.",
+                     "You discover a door in your basement that leads straight into {x}.",
+                     "It is the year 3000, and historians have gotten everything about {x} completely wrong.",
+                     "After a strange accident you can talk to {x}, and it has a lot of complaints."]
+    out = rng.choice(templates).format(x=x, X=x[:1].upper() + x[1:])
+    return out, NEG
+
+
 REWRITES: dict[str, tuple[int, Callable]] = {
     # name: (label of the records it applies to, function)
     "pos_imperative": (POS, pos_imperative),
@@ -287,12 +339,14 @@ REWRITES: dict[str, tuple[int, Callable]] = {
     "pos_document": (POS, pos_document),
     "pos_persona": (POS, pos_persona),
     "pos_multi": (POS, pos_multi),
+    "pos_options": (POS, pos_options),
     "neg_question": (NEG, neg_question),
     "neg_preamble": (NEG, neg_preamble),
     "neg_document": (NEG, neg_document),
     "neg_persona": (NEG, neg_persona),
     "neg_counterfactual": (POS, neg_counterfactual),
     "neg_creative_entity": (POS, neg_creative_entity),
+    "neg_premise": (POS, neg_premise),
 }
 
 
@@ -300,6 +354,9 @@ REWRITES: dict[str, tuple[int, Callable]] = {
 class _Context:
     documents: list[str] = field(default_factory=list)
     pos_short: list[str] = field(default_factory=list)
+    answers: dict[str, str] = field(default_factory=dict)            # text -> its answer (sources that give one)
+    source_of: dict[str, str] = field(default_factory=dict)          # text -> source, for those texts
+    answer_pool: dict[str, list[str]] = field(default_factory=dict)  # source -> distinct answers
 
 
 _CODE_RE = re.compile(r"```|\bdef \w+\(|\bassert\b|\breturn\b|[{};]\s*$|^\s{4}\S", re.MULTILINE)
@@ -367,6 +424,14 @@ def augment_records(records: list[PromptRecord], cfg: AugmentConfig, seed: int) 
         documents=sorted({p for r in ordered if (p := _passage(r))}),
         pos_short=[r.text for r in ordered if r.label == POS and prompt_style(r.text) == "question"],
     )
+    for r in ordered:
+        answer = " ".join(str(r.meta.get("answer") or "").split())
+        if r.label == POS and answer and len(answer) <= 80:
+            ctx.answers[r.text] = answer
+            ctx.source_of[r.text] = r.source
+            pool = ctx.answer_pool.setdefault(r.source, [])
+            if answer not in pool:
+                pool.append(answer)
     out: list[PromptRecord] = []
     seen = {r.text for r in records}
     for name in cfg.rewrites:

@@ -37,8 +37,8 @@ def group_of(source: str, families: dict[str, list[str]], by: str) -> str:
     return source  # a source no family names is its own group
 
 
-def check_families(families: dict[str, list[str]], sources: list[str]) -> None:
-    seen: dict[str, str] = {}
+def check_families(families: dict[str, list[str]], sources: list[str], train_only: list[str] = ()) -> None:
+    seen: dict[str, str] = {s: "train_only" for s in train_only}
     for fam, members in families.items():
         for s in members:
             if s in seen:
@@ -46,15 +46,16 @@ def check_families(families: dict[str, list[str]], sources: list[str]) -> None:
             seen[s] = fam
     unknown = sorted(set(seen) - set(sources))
     if unknown:
-        raise DataError(f"loso.families: {unknown} are not in data.sources")
+        raise DataError(f"loso.families / loso.train_only: {unknown} are not in data.sources")
 
 
 def loso_folds(records: list[PromptRecord], families: dict[str, list[str]] | None = None, by: str = "family",
-               only: list[str] | None = None) -> Iterator[Fold]:
-    """One fold per group (sorted by name), or only the named groups."""
+               only: list[str] | None = None, train_only: list[str] = ()) -> Iterator[Fold]:
+    """One fold per group (sorted by name), or only the named groups. `train_only` sources are in every fold's
+    training part and form no group."""
     families = families or {}
     groups: dict[str, list[str]] = {}
-    for src in sorted({r.source for r in records}):
+    for src in sorted({r.source for r in records} - set(train_only)):
         groups.setdefault(group_of(src, families, by), []).append(src)
     if only:
         missing = sorted(set(only) - set(groups))

@@ -35,7 +35,7 @@ def _prompt_adapter(name, label, local_files, local, hub_id=None, hub=None, desc
 _prompt_adapter(
     "nq_open", POS, ["nq_open/NQ-open.dev.jsonl", "nq_open/NQ-open.efficientqa.dev.1.1.jsonl",
                      "nq_open/NQ-open.efficientqa.test.1.1.jsonl"],
-    lambda d: (_rec(r["question"], POS) for f in ("NQ-open.dev.jsonl", "NQ-open.efficientqa.dev.1.1.jsonl",
+    lambda d: (_rec(r["question"], POS, answer=r["answer"][0]) for f in ("NQ-open.dev.jsonl", "NQ-open.efficientqa.dev.1.1.jsonl",
                                                   "NQ-open.efficientqa.test.1.1.jsonl")
                for r in read_jsonl(d / "nq_open" / f)),
     "google-research-datasets/nq_open",
@@ -45,7 +45,7 @@ _prompt_adapter(
 
 _prompt_adapter(
     "webquestions", POS, ["webquestions/trainmodel.json", "webquestions/test.json"],
-    lambda d: (_rec(r["qText"], POS) for f in ("trainmodel.json", "test.json")
+    lambda d: (_rec(r["qText"], POS, answer=(r.get("answers") or [""])[0]) for f in ("trainmodel.json", "test.json")
                for r in read_json(d / "webquestions" / f)),
     "stanfordnlp/web_questions",
     lambda: (_rec(r["question"], POS) for r in hub_rows("stanfordnlp/web_questions", split="train")),
@@ -56,7 +56,7 @@ _prompt_adapter(
 def _trivia_local(d: Path):
     for r in read_jsonl(d / "llm_foundry_eval_local_data/world_knowledge/triviaqa_sm_sub.jsonl"):
         q = re.sub(r"^Question:\s*", "", r["context"]).rsplit("\nAnswer:", 1)[0]
-        yield _rec(q, POS)
+        yield _rec(q, POS, answer=r["answer"])
 
 
 _prompt_adapter(
@@ -68,7 +68,7 @@ _prompt_adapter(
 
 _prompt_adapter(
     "jeopardy", POS, ["llm_foundry_eval_local_data/world_knowledge/jeopardy_all.jsonl"],
-    lambda d: (_rec(f"{r['context'].split(':', 1)[-1].strip()} Who or what is it?", POS)
+    lambda d: (_rec(f"{r['context'].split(':', 1)[-1].strip()} Who or what is it?", POS, answer=r["continuation"])
                for r in read_jsonl(d / "llm_foundry_eval_local_data/world_knowledge/jeopardy_all.jsonl")),
     description="Jeopardy clues turned into questions (clue + 'Who or what is it?')",
 )
@@ -90,7 +90,7 @@ _prompt_adapter(
 
 _prompt_adapter(
     "simpleqa", POS, ["simpleqa/simple_qa_test_set.csv"],
-    lambda d: (_rec(r["problem"], POS) for r in read_csv(d / "simpleqa/simple_qa_test_set.csv")),
+    lambda d: (_rec(r["problem"], POS, answer=r["answer"]) for r in read_csv(d / "simpleqa/simple_qa_test_set.csv")),
     "basicv8vc/SimpleQA",
     lambda: (_rec(r["problem"], POS) for r in hub_rows("basicv8vc/SimpleQA", split="test")),
     "OpenAI SimpleQA short fact-seeking questions",
@@ -98,7 +98,7 @@ _prompt_adapter(
 
 _prompt_adapter(
     "halueval_qa", POS, ["halueval/qa_data_first1000.json"],
-    lambda d: (_rec(r["question"], POS) for r in read_jsonl(d / "halueval/qa_data_first1000.json")),
+    lambda d: (_rec(r["question"], POS, answer=r["right_answer"]) for r in read_jsonl(d / "halueval/qa_data_first1000.json")),
     "pminervini/HaluEval",
     lambda: (_rec(r["question"], POS) for r in hub_rows("pminervini/HaluEval", "qa", "data")),
     "HaluEval QA questions (HotpotQA-based)",
@@ -349,6 +349,19 @@ _prompt_adapter(
     "mmlu_math", NEG, ["mmlu/data/test"], lambda d: _mmlu(d, negative=True),
     description=f"MMLU test questions from the math and formal-logic subjects {sorted(MMLU_NEGATIVE_SUBJECTS)}",
 )
+
+
+# Rule-generated math (training.data.math_prompts): math in every surface style, options included, so that
+# options do not mark a label wherever one half of MMLU is held out. No files; the same prompts offline and
+# with the Hub.
+def _math_records():
+    from training.data.math_prompts import math_prompts
+
+    return (_rec(t, NEG) for t in math_prompts(2000, seed=0))
+
+
+_prompt_adapter("synthetic_math", NEG, [], lambda d: _math_records(), None, _math_records,
+                "rule-generated math prompts (arithmetic to calculus, word problems, logic; some with options)")
 
 
 # Dolly-15k (local copy: instruction + context, no category column). Rows are labelled by the written rule
