@@ -25,6 +25,14 @@ def _rec(text: str, label: int, **meta) -> PromptRecord:
     return PromptRecord(text.strip(), label, meta=meta)
 
 
+def _first(answer) -> str:
+    """A row's answer (the first of a list) for the options rewrite (training.data.augment.pos_options); ""
+    when the row has none: the answer is optional metadata, never required."""
+    if isinstance(answer, list):
+        answer = answer[0] if answer else ""
+    return str(answer or "")
+
+
 def _prompt_adapter(name, label, local_files, local, hub_id=None, hub=None, description=""):
     return register(Adapter(name=name, kind="prompt", local_files=local_files, load_local=local,
                             hub_id=hub_id, load_hub=hub, description=description, extra={"label": label}))
@@ -35,8 +43,8 @@ def _prompt_adapter(name, label, local_files, local, hub_id=None, hub=None, desc
 _prompt_adapter(
     "nq_open", POS, ["nq_open/NQ-open.dev.jsonl", "nq_open/NQ-open.efficientqa.dev.1.1.jsonl",
                      "nq_open/NQ-open.efficientqa.test.1.1.jsonl"],
-    lambda d: (_rec(r["question"], POS, answer=r["answer"][0]) for f in ("NQ-open.dev.jsonl", "NQ-open.efficientqa.dev.1.1.jsonl",
-                                                  "NQ-open.efficientqa.test.1.1.jsonl")
+    lambda d: (_rec(r["question"], POS, answer=_first(r.get("answer")))
+               for f in ("NQ-open.dev.jsonl", "NQ-open.efficientqa.dev.1.1.jsonl", "NQ-open.efficientqa.test.1.1.jsonl")
                for r in read_jsonl(d / "nq_open" / f)),
     "google-research-datasets/nq_open",
     lambda: (_rec(r["question"], POS) for r in hub_rows("google-research-datasets/nq_open", split="train")),
@@ -45,7 +53,7 @@ _prompt_adapter(
 
 _prompt_adapter(
     "webquestions", POS, ["webquestions/trainmodel.json", "webquestions/test.json"],
-    lambda d: (_rec(r["qText"], POS, answer=(r.get("answers") or [""])[0]) for f in ("trainmodel.json", "test.json")
+    lambda d: (_rec(r["qText"], POS, answer=_first(r.get("answers"))) for f in ("trainmodel.json", "test.json")
                for r in read_json(d / "webquestions" / f)),
     "stanfordnlp/web_questions",
     lambda: (_rec(r["question"], POS) for r in hub_rows("stanfordnlp/web_questions", split="train")),
@@ -56,7 +64,7 @@ _prompt_adapter(
 def _trivia_local(d: Path):
     for r in read_jsonl(d / "llm_foundry_eval_local_data/world_knowledge/triviaqa_sm_sub.jsonl"):
         q = re.sub(r"^Question:\s*", "", r["context"]).rsplit("\nAnswer:", 1)[0]
-        yield _rec(q, POS, answer=r["answer"])
+        yield _rec(q, POS, answer=_first(r.get("answer")))
 
 
 _prompt_adapter(
@@ -68,7 +76,8 @@ _prompt_adapter(
 
 _prompt_adapter(
     "jeopardy", POS, ["llm_foundry_eval_local_data/world_knowledge/jeopardy_all.jsonl"],
-    lambda d: (_rec(f"{r['context'].split(':', 1)[-1].strip()} Who or what is it?", POS, answer=r["continuation"])
+    lambda d: (_rec(f"{r['context'].split(':', 1)[-1].strip()} Who or what is it?", POS,
+                    answer=_first(r.get("continuation")))
                for r in read_jsonl(d / "llm_foundry_eval_local_data/world_knowledge/jeopardy_all.jsonl")),
     description="Jeopardy clues turned into questions (clue + 'Who or what is it?')",
 )
@@ -90,7 +99,8 @@ _prompt_adapter(
 
 _prompt_adapter(
     "simpleqa", POS, ["simpleqa/simple_qa_test_set.csv"],
-    lambda d: (_rec(r["problem"], POS, answer=r["answer"]) for r in read_csv(d / "simpleqa/simple_qa_test_set.csv")),
+    lambda d: (_rec(r["problem"], POS, answer=_first(r.get("answer")))
+               for r in read_csv(d / "simpleqa/simple_qa_test_set.csv")),
     "basicv8vc/SimpleQA",
     lambda: (_rec(r["problem"], POS) for r in hub_rows("basicv8vc/SimpleQA", split="test")),
     "OpenAI SimpleQA short fact-seeking questions",
@@ -98,7 +108,8 @@ _prompt_adapter(
 
 _prompt_adapter(
     "halueval_qa", POS, ["halueval/qa_data_first1000.json"],
-    lambda d: (_rec(r["question"], POS, answer=r["right_answer"]) for r in read_jsonl(d / "halueval/qa_data_first1000.json")),
+    lambda d: (_rec(r["question"], POS, answer=_first(r.get("right_answer")))
+               for r in read_jsonl(d / "halueval/qa_data_first1000.json")),
     "pminervini/HaluEval",
     lambda: (_rec(r["question"], POS) for r in hub_rows("pminervini/HaluEval", "qa", "data")),
     "HaluEval QA questions (HotpotQA-based)",
