@@ -312,13 +312,22 @@ def plan_windows(n: int, budget: int, min_overlap: int, fill: str = "full") -> l
     if fill not in WINDOW_FILLS:
         raise ValueError(f"window fill: {fill!r} is not one of {', '.join(WINDOW_FILLS)}")
     starts = plan_window_starts(n, budget, min_overlap)
-    if fill == "full" or len(starts) == 1:
-        return [(s, min(n, s + budget)) for s in starts]
     k = len(starts)
-    o = max(0, min(min_overlap, budget - 1))
-    size = min(budget, -(-(n + (k - 1) * o) // k))
+    if fill == "full" or k == 1:
+        return [(s, min(n, s + budget)) for s in starts]
+    size = min(budget, -(-(n + (k - 1) * _clamped_overlap(min_overlap, budget)) // k))
+    return [(s, s + size) for s in _spread(n, size, k)]
+
+
+def _clamped_overlap(min_overlap: int, budget: int) -> int:
+    return max(0, min(min_overlap, budget - 1))
+
+
+def _spread(n: int, size: int, k: int) -> list[int]:
+    """Starts of k windows of `size` tokens spread evenly from 0 to n - size (floors: every gap is at most
+    ceil((n - size) / (k - 1)))."""
     last = n - size
-    return [((i * last) // (k - 1), (i * last) // (k - 1) + size) for i in range(k)]
+    return [(i * last) // (k - 1) for i in range(k)]
 
 
 def plan_window_starts(n: int, budget: int, min_overlap: int) -> list[int]:
@@ -331,11 +340,10 @@ def plan_window_starts(n: int, budget: int, min_overlap: int) -> list[int]:
     """
     if n <= budget:
         return [0]
-    o = max(0, min(min_overlap, budget - 1))
+    o = _clamped_overlap(min_overlap, budget)
     k = -(-(n - o) // (budget - o))
-    last = n - budget
-    # floor of evenly spaced points: every gap is <= ceil(last / (k - 1)) <= budget - o (integers)
-    return [(i * last) // (k - 1) for i in range(k)]
+    # evenly spaced: every gap is <= ceil((n - budget) / (k - 1)) <= budget - o (integers)
+    return _spread(n, budget, k)
 
 
 # ---- labels ----------------------------------------------------------------------------------------------

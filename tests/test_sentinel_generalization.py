@@ -74,7 +74,7 @@ class _Ctx(augment._Context):
 _ANSWERS = {"Who wrote Hamlet?": "William Shakespeare", "In which year did the Berlin Wall fall?": "1989"}
 CTX = _Ctx(documents=["The Danube is Europe's second-longest river. " * 6], pos_short=["Who painted the Mona Lisa?",
                                                                                        "What is the capital of Peru?"],
-           answers=_ANSWERS, source_of={q: "trivia" for q in _ANSWERS},
+           answer_of={q: ("trivia", a) for q, a in _ANSWERS.items()},
            answer_pool={"trivia": ["William Shakespeare", "Lima", "Leonardo da Vinci", "Marie Curie", "the Danube",
                                    "Ada Lovelace", "Mount Everest", "Nile", "Oslo", "Jupiter",
                                    "1989", "1066", "1492", "1815", "1969", "1945", "2001", "1776", "1914", "1603"]})

@@ -185,8 +185,8 @@ def pos_options(text, rng, ctx):
     t = " ".join(text.split())
     if "\n" in text.strip() or len(t) > 200:
         return None
-    answer = ctx.answers.get(text)
-    pool = ctx.answer_pool.get(ctx.source_of.get(text, ""), [])
+    source, answer = ctx.answer_of.get(text, ("", ""))
+    pool = ctx.answer_pool.get(source, [])
     if not t or not answer or len(pool) < 10:
         return None
     numeric = bool(re.search(r"\d", answer))
@@ -354,8 +354,7 @@ REWRITES: dict[str, tuple[int, Callable]] = {
 class _Context:
     documents: list[str] = field(default_factory=list)
     pos_short: list[str] = field(default_factory=list)
-    answers: dict[str, str] = field(default_factory=dict)            # text -> its answer (sources that give one)
-    source_of: dict[str, str] = field(default_factory=dict)          # text -> source, for those texts
+    answer_of: dict[str, tuple[str, str]] = field(default_factory=dict)  # text -> (source, its answer)
     answer_pool: dict[str, list[str]] = field(default_factory=dict)  # source -> distinct answers
 
 
@@ -427,8 +426,7 @@ def augment_records(records: list[PromptRecord], cfg: AugmentConfig, seed: int) 
     for r in ordered:
         answer = " ".join(str(r.meta.get("answer") or "").split())
         if r.label == POS and answer and len(answer) <= 80:
-            ctx.answers[r.text] = answer
-            ctx.source_of[r.text] = r.source
+            ctx.answer_of[r.text] = (r.source, answer)
             pool = ctx.answer_pool.setdefault(r.source, [])
             if answer not in pool:
                 pool.append(answer)

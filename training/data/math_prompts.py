@@ -33,17 +33,15 @@ def format_options(options: list[str], rng: random.Random) -> str:
     return " ".join(f"({k}) {o}" for k, o in zip(letters, options))
 
 
-def _numeric_options(answer: float, rng: random.Random) -> list[str]:
-    """The answer and three nearby wrong values, shuffled."""
-    answer_i = int(answer) if float(answer).is_integer() else answer
-    wrong: set = set()
+def _numeric_options(answer: int, rng: random.Random) -> list[str]:
+    """The answer and three nearby wrong values, shuffled (every generator's answer is an integer)."""
+    wrong: set[int] = set()
     while len(wrong) < 3:
-        delta = rng.choice([-10, -3, -2, -1, 1, 2, 3, 5, 10]) if isinstance(answer_i, int) else rng.uniform(-2, 2)
-        cand = answer_i + delta if rng.random() < 0.7 else answer_i * rng.choice([2, 3])
-        cand = round(cand, 2) if isinstance(cand, float) else cand
-        if cand != answer_i:
+        delta = rng.choice([-10, -3, -2, -1, 1, 2, 3, 5, 10])
+        cand = answer + delta if rng.random() < 0.7 else answer * rng.choice([2, 3])
+        if cand != answer:
             wrong.add(cand)
-    opts = [str(answer_i), *map(str, wrong)]
+    opts = [str(answer), *map(str, wrong)]
     rng.shuffle(opts)
     return opts
 
@@ -185,17 +183,14 @@ _GENERATORS: list[Callable] = [_arith, _linear, _system, _quadratic, _rectangle,
 
 _IMPERATIVES = ["Solve: {q}", "Calculate the answer: {q}", "Work this out step by step. {q}",
                 "Show your working. {q}", "Help me with my homework: {q}", "{q} Explain your reasoning."]
-_STATEMENTS = {"What is ": ["Compute ", "Find ", "Determine "]}
 
 
 def _styled(q: str, answer, r: random.Random) -> str:
     style = r.random()
     if style < 0.4 and answer is not None:  # options, as exam prompts have them
         return f"{q}\n{format_options(_numeric_options(answer, r), r)}"
-    if style < 0.55:
-        for prefix, alts in _STATEMENTS.items():
-            if q.startswith(prefix):
-                return f"{r.choice(alts)}{q[len(prefix):].rstrip('?')}."
+    if style < 0.55 and q.startswith("What is "):  # a statement: "Compute 12 + 30."
+        return f"{r.choice(['Compute ', 'Find ', 'Determine '])}{q[len('What is '):].rstrip('?')}."
     if style < 0.8:
         return r.choice(_IMPERATIVES).format(q=q)
     return q
