@@ -157,7 +157,7 @@ def test_pos_options_offer_the_answer_and_same_source_distractors_of_its_kind(qu
     assert augment.pos_options("What is the capital of Peru?", random.Random(0), CTX) is None
 
 
-def test_math_prompts_are_distinct_deterministic_and_in_every_style():
+def test_math_prompts_are_distinct_deterministic_and_in_every_style(tmp_path):
     from training.data.math_prompts import math_prompts
 
     prompts = math_prompts(400, seed=0)
@@ -166,8 +166,10 @@ def test_math_prompts_are_distinct_deterministic_and_in_every_style():
     with_options = [p for p in prompts if re.search(r"(^|\n|\s|\()A[).] ", p)]
     assert 0.2 < len(with_options) / len(prompts) < 0.6
     assert {prompt_style(p) for p in prompts} >= {"question", "imperative"}
-    records = get_adapter("synthetic_math").load(None)  # no files: the same prompts with or without a data dir
+    # no files: the same prompts with or without a data dir, even one that does not exist
+    records = get_adapter("synthetic_math").load(tmp_path / "no-such-dir")
     assert all(r.label == NEG for r in records) and len(records) == 2000
+    assert [r.text for r in records] == [r.text for r in get_adapter("synthetic_math").load(tmp_path)]
 
 
 def test_augment_records_labels_sources_and_determinism():

@@ -52,7 +52,7 @@ class Adapter:
         if root is not None and self.load_local is None and self.load_hub is not None:
             root = None  # no local copy of this dataset exists: the Hub is the only source
         if root is not None:
-            if not root.is_dir():
+            if not root.is_dir() and self.local_files:  # a generated dataset (no files) needs no data dir
                 raise DataError(
                     f"data dir {root} does not exist; dataset {self.name!r} expects: "
                     + ", ".join(self.local_files)
