@@ -65,16 +65,26 @@ def _mean_std(values: list[float]) -> dict:
             "folds": [round(v, 4) for v in values]}
 
 
+def fit_and_calibration(folded_train: list[SpanRecord], extra_train, dev: float, seed: int):
+    """(fit, calibration) records of a fold: the calibration part is a grouped `dev` fraction of the folded
+    source's training records; the recipe's other sources only ever train."""
+    fit, calib, _ = group_split(folded_train, (1 - dev, dev, 0.0), seed)
+    return list(extra_train) + fit, calib
+
+
 def run_fold(cfg, fold: int, train_recs: list[SpanRecord], test_recs: list[SpanRecord], out: Path,
-             recalibrate: bool = False) -> dict:
-    """Train (unless the fold's model exists and only a recalibration is asked), calibrate, score fold k."""
+             recalibrate: bool = False, extra_train: list[SpanRecord] = ()) -> dict:
+    """Train (unless the fold's model exists and only a recalibration is asked), calibrate, score fold k.
+    `train_recs` (the folded source outside fold k) give the training and calibration splits; `extra_train`
+    (the recipe's other sources) is trained on only, so that thresholds are chosen on the folded source's
+    domain."""
     done = out / "fold_metrics.json"
     if done.is_file() and not recalibrate:
         log.info("fold %d: done already (%s)", fold, done)
         return json.loads(done.read_text())
     out.mkdir(parents=True, exist_ok=True)
     s = cfg.data.split
-    fit, calib, _ = group_split(train_recs, (1 - s.dev, s.dev, 0.0), cfg.run.seed)
+    fit, calib = fit_and_calibration(train_recs, extra_train, s.dev, cfg.run.seed)
     log.info("fold %d: %d train / %d calibration / %d test records", fold, len(fit), len(calib), len(test_recs))
     cfg.run.output_dir = str(out)
     info_path = out / "train_info.json"
@@ -220,14 +230,14 @@ def run_cv(config: str, k: int, out: Path, data_dir=None, source: str = "ragtrut
     results = []
     for fold in range(k):
         test = [r for r in folded if assignment[group_key(r)] == fold]
-        train = others + [r for r in folded if assignment[group_key(r)] != fold]
+        train = [r for r in folded if assignment[group_key(r)] != fold]
         if folds and fold not in folds:
             if (out / f"fold-{fold}" / "fold_metrics.json").is_file():
                 results.append(json.loads((out / f"fold-{fold}" / "fold_metrics.json").read_text()))
             continue
         fold_dir = out / f"fold-{fold}"
         results.append(run_fold(copy.deepcopy(cfg), fold, train, test, fold_dir,
-                                recalibrate and (fold_dir / "model.safetensors").is_file()))
+                                recalibrate and (fold_dir / "model.safetensors").is_file(), extra_train=others))
     result = {"config": config, "source": source, "k": k, "n_records": len(folded),
               "n_groups": len(set(assignment)), "folds_done": [f["fold"] for f in results],
               "command": command, "hardware": hardware(), "seconds": round(time.time() - started, 1),

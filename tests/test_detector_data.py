@@ -12,6 +12,8 @@ from training.data.spans import (
     diff_spans,
     extractive_answer,
     load_span_source,
+    token_flag_spans,
+    wice_context,
 )
 from training.data.synthetic import TRANSFORMS, generate_synthetic
 
@@ -158,11 +160,30 @@ def test_diff_spans_and_extractive_answers():
     assert ans.startswith("Komorida was born in Kumamoto") and ans in ctx
 
 
+def test_wice_token_flags_become_exact_character_spans():
+    claim = "The audience consists of Australian ex-pats living in London."
+    tokens = ["The", "audience", "consists", "of", "Australian", "ex", "-", "pats", "living", "in", "London", "."]
+    flags = [False, False, False, False, True, True, True, True, False, False, True, False]
+    spans = token_flag_spans(claim, tokens, flags)
+    assert [s["text"] for s in spans] == ["Australian ex-pats", "London"]  # adjacent flags merge
+    assert all(claim[s["start"]:s["end"]] == s["text"] for s in spans)
+    assert token_flag_spans(claim, tokens, [False] * len(tokens)) == []
+    assert token_flag_spans(claim, ["The", "Paris"], [False, True]) is None  # a token not in the claim
+
+
+def test_wice_context_keeps_supporting_sentences_and_neighbours_in_order():
+    evidence = ["(meta data) TITLE: t"] + [f"S{i}." for i in range(1, 12)]
+    assert wice_context(evidence, [[6]], neighbours=1) == "S5. S6. S7."
+    assert wice_context(evidence, [[10], [1, 2]], neighbours=1) == "S1. S2. S3. S9. S10. S11."  # meta line dropped
+
+
 def test_training_refuses_evaluation_only_sets():
     from training.detector import _check_trainable
 
     with pytest.raises(DataError, match="evaluation-only"):
         _check_trainable("ragtruth_test")
+    with pytest.raises(DataError, match="evaluation-only"):
+        _check_trainable("wice_spans_test")
     _check_trainable("ragtruth_train")
     _check_trainable("ragtruth_test_subset")  # the local subset may be trained on (PROVENANCE.md)
     with pytest.raises(DataError, match="not a span dataset"):
@@ -204,7 +225,8 @@ def test_ragtruth_test_subset_both_files(data_dir):
 
 @pytest.mark.data
 @pytest.mark.parametrize("name,minimum", [("faithbench", 700), ("haluquestqa", 1300), ("halueval_qa_spans", 2000),
-                                          ("summedits_spans", 4500), ("dolly_extractive", 4000)])
+                                          ("summedits_spans", 4500), ("dolly_extractive", 4000),
+                                          ("wice_spans", 497)])
 def test_training_sources_load(data_dir, name, minimum):
     report = SpanDataReport()
     recs = load_span_source(name, data_dir, report)
@@ -249,3 +271,25 @@ def test_ragtruth_original_schema_from_a_local_download(tmp_path):
 
     recs, _rep = load_eval_records(str(folder))
     assert [r.id for r in recs] == ["ragtruth-12"]
+
+
+def test_train_only_sources_never_reach_dev_or_test():
+    from pathlib import Path
+
+    from inference.config import ConfigError, from_dict, load_config
+    from training.detector import DetectorConfig, run_split
+
+    cfg = load_config(DetectorConfig, Path(__file__).resolve().parents[1] / "configs" / "detector.offline.yaml")
+    cfg.data.split.dev, cfg.data.split.test = 0.2, 0.2
+    main = [p.replace(id=f"{p.id}-{k}", context=f"{p.context} doc {i // 2}", source="main")
+            for i, p in enumerate(_pairs(40)) for k in range(2)]
+    aux = [p.replace(id=f"aux{p.id}", context=f"{p.context} page {i}", source="aux") for i, p in enumerate(_pairs(30))]
+    cfg.data.train_only = []
+    _, dev_without, test_without = run_split(cfg, main)
+    cfg.data.train_only = ["aux"]
+    train, dev, test = run_split(cfg, main + aux)
+    assert {r.source for r in dev + test} == {"main"} and sum(r.source == "aux" for r in train) == 30
+    assert (dev, test) == (dev_without, test_without)  # the in-domain split does not move
+    bad = {"data": {"sources": [{"name": "ragtruth_test_subset"}], "train_only": ["wice_spans"]}}
+    with pytest.raises(ConfigError, match="train_only"):
+        from_dict(DetectorConfig, bad, "recipe.yaml")

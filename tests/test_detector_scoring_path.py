@@ -89,6 +89,18 @@ def test_cv_folds_never_share_a_source():
     assert sizes == [8] * 5 and fold_of_sources(recs, 5, seed=42) == folds
 
 
+def test_cv_calibration_split_comes_from_the_folded_source_only():
+    from eval.detector_cv import fit_and_calibration
+
+    folded = [SpanRecord(id=f"r{i}", context=f"doc {i // 3}", answer="a", source="rag", meta={"source_id": i // 3})
+              for i in range(60)]
+    extra = [SpanRecord(id=f"w{i}", context=f"page {i}", answer="b", source="wice") for i in range(20)]
+    fit, calib = fit_and_calibration(folded, extra, 0.2, seed=1)
+    assert {r.source for r in calib} == {"rag"} and sum(r.source == "wice" for r in fit) == 20
+    assert fit_and_calibration(folded, [], 0.2, seed=1)[1] == calib  # other sources do not move the split
+    assert len(fit) + len(calib) == 80
+
+
 def test_smoothing_averages_neighbouring_tokens():
     import numpy as np
 

@@ -137,6 +137,25 @@ def test_card_front_matter_carries_metadata_and_metrics(run_dir):
                  "| test | 200 |", "## Limitations", "### With transformers", "pipeline(",
                  "### With halugate", "nq_open"):
         assert text in card, text
+    # Data licences: each source's as its source states it; alpaca (CC BY-NC 4.0) and nq_open (CC BY-SA 3.0) are
+    # named in the warning that a model trained on them carries.
+    assert "- `alpaca`: CC BY-NC 4.0" in card and "- `nq_open`: CC BY-SA 3.0" in card
+    assert "non-commercial (`alpaca`)" in card and "share-alike (`nq_open`)" in card
+
+
+def test_licences_cover_every_adapter_the_recipes_train_on():
+    from training.data.base import get_adapter
+    from training.data.licences import GENERATED, licence_note, licence_of
+
+    for recipe in sorted((Path(__file__).resolve().parents[1] / "configs").glob("*.yaml")):
+        for spec in (yaml.safe_load(recipe.read_text()).get("data") or {}).get("sources") or []:
+            name = spec["name"] if isinstance(spec, dict) else spec
+            # local data always has one; a Hub-only source may not (the card then says so)
+            assert licence_of(name) is not None or not get_adapter(name).local_files, f"{recipe}: {name}"
+    assert licence_of("synthetic_math") == GENERATED
+    assert licence_of("synthetic:dolly_extractive").share_alike  # derived data keeps its source's terms
+    assert licence_of("sick").non_commercial and licence_of("nli/unknown") is None
+    assert "not recorded" in licence_note(["no_such_dataset"]) and "Licence note" not in licence_note(["summedits"])
 
 
 def test_card_documents_onnx_when_present(run_dir, export_dir):

@@ -96,10 +96,18 @@ class DetectorData:
     split: SplitConfig = field(default_factory=lambda: SplitConfig(dev=0.1, test=0.1))
     max_answer_chars: int = 6000
     max_context_chars: int | None = None  # pre-cut very long contexts before tokenising (speed only)
+    # sources that only ever train: the dev (checkpoint + calibration) and test splits come from the others, so
+    # that thresholds are chosen on the target domain (an auxiliary set such as WiCE is another domain)
+    train_only: list[str] = field(default_factory=list)
 
     def validate(self):
         if not self.sources and not self.synthetic.sources:
             raise ValueError("data.sources: at least one span source or synthetic source is required")
+        unknown = sorted(set(self.train_only) - {s.name for s in self.sources})
+        if unknown:
+            raise ValueError(f"data.train_only: {unknown} are not in data.sources")
+        if self.sources and not {s.name for s in self.sources} - set(self.train_only):
+            raise ValueError("data.train_only: every source is train-only; nothing is left for the dev split")
 
 
 @dataclass
@@ -235,9 +243,13 @@ def group_split(records: list[SpanRecord], fractions: tuple[float, float, float]
 
 
 def run_split(cfg: DetectorConfig, records: list[SpanRecord]):
-    """The run's train / dev / test records (data.split fractions, grouped by source, seeded by run.seed)."""
+    """The run's train / dev / test records (data.split fractions, grouped by source, seeded by run.seed); records
+    of `data.train_only` sources all go to train."""
     s = cfg.data.split
-    return group_split(records, (1 - s.dev - s.test, s.dev, s.test), cfg.run.seed)
+    only = set(cfg.data.train_only)
+    train, dev, test = group_split([r for r in records if r.source not in only],
+                                   (1 - s.dev - s.test, s.dev, s.test), cfg.run.seed)
+    return [r for r in records if r.source in only] + train, dev, test
 
 
 def training_example(tokenizer, rec: SpanRecord, max_length: int, overlap: int, mode: str):

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from inference.labels import DETECTOR_LABELS, EXPLAINER_LABELS, SENTINEL_LABELS
 from training.data.base import DataError, get_adapter
+from training.data.licences import licence_note
 
 # Offline base models -> the Hub model they are a copy of (training.models.OFFLINE_MODELS).
 OFFLINE_BASE_HUB_IDS = {"offline:minilm": "sentence-transformers/all-MiniLM-L6-v2"}
@@ -261,6 +262,7 @@ def _training_section(inputs: CardInputs) -> str:
     text = _table(["setting", "value"], rows) if rows else "No training config (config.yaml) in this folder."
     if sources:
         text += "\n\nTraining sources: " + ", ".join(f"`{s}`" for s in sources) + "."
+        text += "\n\n### Data licences\n\n" + licence_note(sources)
     return text
 
 

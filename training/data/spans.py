@@ -339,6 +339,73 @@ _span_adapter("summedits_spans", ["summedits"], load_summedits,
               description="SummEdits: consistent summaries (no span) and edited inconsistent ones (diff spans)")
 
 
+# ---- WiCE: Wikipedia sub-claims against the page they cite, unsupported words marked -------------------------
+
+WICE_NEIGHBOURS = 2  # evidence sentences kept on each side of a supporting one (the rest of the page is dropped)
+
+
+def token_flag_spans(text: str, tokens: list[str], flags: list[bool]) -> list[dict] | None:
+    """Character spans of `text` covering the flagged word tokens (consecutive flagged tokens merged); None when a
+    token cannot be found in order."""
+    spans, cursor, open_span = [], 0, None
+    for token, flag in zip(tokens, flags):
+        at = text.find(token, cursor)
+        if at < 0:
+            return None
+        cursor = at + len(token)
+        if flag and open_span is not None:
+            open_span[1] = cursor
+        elif flag:
+            open_span = [at, cursor]
+        elif open_span is not None:
+            spans.append(open_span)
+            open_span = None
+    if open_span is not None:
+        spans.append(open_span)
+    return [{"start": s, "end": e, "text": text[s:e]} for s, e in spans]
+
+
+def wice_context(evidence: list[str], supporting: list[list[int]], neighbours: int = WICE_NEIGHBOURS) -> str:
+    """The cited page cut to its supporting sentences and `neighbours` sentences around each, in page order (the
+    whole page averages ~8k characters, over any 512-token window). The oracle choice of sentences is WiCE's own
+    annotation: a Detector trained on it sees the evidence that exists, as the runtime's best window would."""
+    keep = set()
+    for group in supporting:
+        for i in group:
+            keep.update(range(max(0, i - neighbours), min(len(evidence), i + neighbours + 1)))
+    lines = [evidence[i] for i in sorted(keep) if not evidence[i].startswith("(meta data)")]
+    return " ".join(line.strip() for line in lines if line.strip())
+
+
+def load_wice(data_dir: Path, splits=("train", "dev")) -> list[dict]:
+    """WiCE `non_supported_tokens` (every row is a partially supported sub-claim): the claim is the answer, its
+    non-supported word tokens the spans, the cited page's supporting sentences (+ neighbours) the context."""
+    out = []
+    for split in splits:
+        for r in read_jsonl(data_dir / f"wice/non_supported_tokens/{split}.jsonl"):
+            rid = f"wice-{r.get('meta', {}).get('id', '')}"
+            claim, tokens, flags = r.get("claim"), r.get("claim_tokens") or [], r.get("non_supported_spans") or []
+            if not isinstance(claim, str) or len(tokens) != len(flags):
+                out.append({"id": rid, "_problem": "claim_tokens and non_supported_spans differ in length"})
+                continue
+            spans = token_flag_spans(claim, tokens, flags)
+            if spans is None:
+                out.append({"id": rid, "_problem": "a claim token is not in the claim text"})
+                continue
+            context = wice_context(r.get("evidence") or [], r.get("supporting_sentences") or [])
+            out.append(_rec(rid, context, None, claim, spans, "Summary", split=split))
+    return out
+
+
+_span_adapter("wice_spans", ["wice/non_supported_tokens/train.jsonl", "wice/non_supported_tokens/dev.jsonl"],
+              load_wice, description="WiCE sub-claims (train + dev): unsupported words of a Wikipedia claim "
+                                     "against the supporting sentences of the page it cites (ODC-BY; Wikipedia "
+                                     "text CC BY-SA)")
+_span_adapter("wice_spans_test", ["wice/non_supported_tokens/test.jsonl"],
+              lambda d: load_wice(d, ("test",)), eval_only=True,
+              description="WiCE sub-claims, test split (evaluation only)")
+
+
 # ---- Dolly: grounded (context, extractive answer) pairs for the synthetic generator ---------------------------
 
 _SENT = re.compile(r"[^.!?]+[.!?]+(?=\s|$)|[^.!?]+$")
