@@ -88,7 +88,7 @@ def licence_of(source: str) -> Licence | None:
     except DataError:
         return None
     if not adapter.local_files:
-        return HUB_LICENCES.get(adapter.hub_id or "", GENERATED if adapter.hub_id is None else None)
+        return GENERATED if adapter.hub_id is None else HUB_LICENCES.get(adapter.hub_id)
     folder = adapter.local_files[0]
     for prefix in sorted(FOLDER_LICENCES, key=len, reverse=True):
         if folder == prefix or folder.startswith(prefix + "/"):

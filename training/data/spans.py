@@ -386,7 +386,8 @@ def load_wice(data_dir: Path, splits=("train", "dev")) -> list[dict]:
             rid = f"wice-{r.get('meta', {}).get('id', '')}"
             claim, tokens, flags = r.get("claim"), r.get("claim_tokens") or [], r.get("non_supported_spans") or []
             if not isinstance(claim, str) or len(tokens) != len(flags):
-                out.append({"id": rid, "_problem": "claim_tokens and non_supported_spans differ in length"})
+                out.append({"id": rid, "_problem": "no claim text, or claim_tokens and non_supported_spans differ "
+                                                   "in length"})
                 continue
             spans = token_flag_spans(claim, tokens, flags)
             if spans is None:
