@@ -65,13 +65,6 @@ def _mean_std(values: list[float]) -> dict:
             "folds": [round(v, 4) for v in values]}
 
 
-def fit_and_calibration(folded_train: list[SpanRecord], extra_train, dev: float, seed: int):
-    """(fit, calibration) records of a fold: the calibration part is a grouped `dev` fraction of the folded
-    source's training records; the recipe's other sources only ever train."""
-    fit, calib, _ = group_split(folded_train, (1 - dev, dev, 0.0), seed)
-    return list(extra_train) + fit, calib
-
-
 def run_fold(cfg, fold: int, train_recs: list[SpanRecord], test_recs: list[SpanRecord], out: Path,
              recalibrate: bool = False, extra_train: list[SpanRecord] = ()) -> dict:
     """Train (unless the fold's model exists and only a recalibration is asked), calibrate, score fold k.
@@ -84,7 +77,8 @@ def run_fold(cfg, fold: int, train_recs: list[SpanRecord], test_recs: list[SpanR
         return json.loads(done.read_text())
     out.mkdir(parents=True, exist_ok=True)
     s = cfg.data.split
-    fit, calib = fit_and_calibration(train_recs, extra_train, s.dev, cfg.run.seed)
+    fit, calib, _ = group_split([*extra_train, *train_recs], (1 - s.dev, s.dev, 0.0), cfg.run.seed,
+                                train_only={r.source for r in extra_train})
     log.info("fold %d: %d train / %d calibration / %d test records", fold, len(fit), len(calib), len(test_recs))
     cfg.run.output_dir = str(out)
     info_path = out / "train_info.json"

@@ -90,14 +90,14 @@ def test_cv_folds_never_share_a_source():
 
 
 def test_cv_calibration_split_comes_from_the_folded_source_only():
-    from eval.detector_cv import fit_and_calibration
+    from training.detector import group_split
 
     folded = [SpanRecord(id=f"r{i}", context=f"doc {i // 3}", answer="a", source="rag", meta={"source_id": i // 3})
               for i in range(60)]
     extra = [SpanRecord(id=f"w{i}", context=f"page {i}", answer="b", source="wice") for i in range(20)]
-    fit, calib = fit_and_calibration(folded, extra, 0.2, seed=1)
+    fit, calib, _ = group_split([*extra, *folded], (0.8, 0.2, 0.0), seed=1, train_only={"wice"})  # as run_fold
     assert {r.source for r in calib} == {"rag"} and sum(r.source == "wice" for r in fit) == 20
-    assert fit_and_calibration(folded, [], 0.2, seed=1)[1] == calib  # other sources do not move the split
+    assert group_split(folded, (0.8, 0.2, 0.0), seed=1)[1] == calib  # other sources do not move the split
     assert len(fit) + len(calib) == 80
 
 

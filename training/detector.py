@@ -220,14 +220,18 @@ def group_key(r: SpanRecord) -> str:
     return hashlib.sha1(f"{origin}\x00{r.context}".encode()).hexdigest()
 
 
-def group_split(records: list[SpanRecord], fractions: tuple[float, float, float], seed: int):
-    """Train/dev/test by context: records sharing a context (one document, several answers) stay together."""
+def group_split(records: list[SpanRecord], fractions: tuple[float, float, float], seed: int,
+                train_only=()):
+    """Train/dev/test by context: records sharing a context (one document, several answers) stay together.
+    Records of `train_only` sources all go to train (first) and do not move the split of the others."""
+    only = set(train_only)
     groups: dict[str, list[SpanRecord]] = {}
     for r in records:
-        groups.setdefault(group_key(r), []).append(r)
+        if r.source not in only:
+            groups.setdefault(group_key(r), []).append(r)
     keys = sorted(groups)
     random.Random(seed).shuffle(keys)
-    total = len(records)
+    total = sum(len(g) for g in groups.values())
     bounds = (fractions[2] * total, (fractions[2] + fractions[1]) * total)
     test, dev, train = [], [], []
     seen = 0
@@ -239,17 +243,14 @@ def group_split(records: list[SpanRecord], fractions: tuple[float, float, float]
     for part in (train, dev, test):
         part.sort(key=lambda r: r.id)
         rng.shuffle(part)
-    return train, dev, test
+    return [r for r in records if r.source in only] + train, dev, test
 
 
 def run_split(cfg: DetectorConfig, records: list[SpanRecord]):
     """The run's train / dev / test records (data.split fractions, grouped by source, seeded by run.seed); records
     of `data.train_only` sources all go to train."""
     s = cfg.data.split
-    only = set(cfg.data.train_only)
-    train, dev, test = group_split([r for r in records if r.source not in only],
-                                   (1 - s.dev - s.test, s.dev, s.test), cfg.run.seed)
-    return [r for r in records if r.source in only] + train, dev, test
+    return group_split(records, (1 - s.dev - s.test, s.dev, s.test), cfg.run.seed, cfg.data.train_only)
 
 
 def training_example(tokenizer, rec: SpanRecord, max_length: int, overlap: int, mode: str):
