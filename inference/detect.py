@@ -29,7 +29,14 @@ from typing import Any
 
 from inference.actions import apply_actions
 from inference.config import ConfigError, apply_overrides, from_dict, to_dict
-from inference.detector_stage import Calibration, DetectorJob, DetectorScores, effective, score_answers
+from inference.detector_stage import (
+    Calibration,
+    DetectorJob,
+    DetectorScores,
+    effective,
+    score_answers,
+    trained_window_fill,
+)
 from inference.labels import DETECTOR_LABELS
 from inference.messages import DetectInput, InputError, parse_input
 from inference.result import STAGES, Result, Span
@@ -39,6 +46,7 @@ from inference.spans import SpecialTokens
 from inference.stages import Stage, label_index, pipeline
 from inference.windowing import (
     InputTooLongError,
+    context_coverage,
     detector_windows,
     join_documents,
 )
@@ -94,9 +102,11 @@ class HaluGate:
                     self.runners[stage.name] = None
                     self.load_errors[stage.name] = str(exc)
         self.detector_calibration = Calibration()
+        self.detector_trained_fill: str | None = None
         if self.runners["detector"] is not None:
             try:
                 self.detector_calibration = Calibration.from_model_dir(self.runners["detector"].model_dir)
+                self.detector_trained_fill = trained_window_fill(self.runners["detector"].model_dir)
             except ValueError as exc:
                 self.runners["detector"] = None
                 self.load_errors["detector"] = str(exc)
@@ -230,6 +240,13 @@ class HaluGate:
         monotone = combiner is None or dict(zip(combiner.features, combiner.coef)).get("model_logit", 0.0) > 0
         return hm.max_windows if aggregation == "min" and monotone else 0
 
+    def window_fill(self) -> str:
+        """The Detector's window plan: the configured one, or (`auto`) the one it was trained with, else even."""
+        fill = self.settings.hallucination_mitigation.hallucination_model.window_fill
+        if fill != "auto":
+            return fill
+        return self.detector_trained_fill or "even"
+
     @staticmethod
     def _special(runner: ClassifierRunner) -> SpecialTokens | None:
         tok = getattr(runner, "tok", None)
@@ -268,8 +285,9 @@ class HaluGate:
                     max_length=self._detector_max_length(), overlap=m.hallucination_model.window_overlap,
                     max_context_tokens=m.hallucination_model.max_context_tokens,
                     task_type=self.task_type(it.data), special_tokens=self._special(detector), where=where(i),
-                    max_windows=max_windows, fill=m.hallucination_model.window_fill)
+                    max_windows=max_windows, fill=self.window_fill())
                 it.result.context_tokens = it.windows[0].context_tokens
+                it.result.detector_context_coverage = context_coverage(it.windows)
         return items
 
 # ---- module-level helpers ------------------------------------------------------------------------------------

@@ -149,6 +149,19 @@ class DetectorScores:
         return float(self.probs.max()) if len(self.probs) else 0.0
 
 
+def trained_window_fill(model_dir: str | Path | None) -> str | None:
+    """The window plan the Detector was trained with (detector.json "window_fill", written by training.detector
+    for the `packed` plan); None when the model does not say (trained on contiguous windows)."""
+    path = Path(model_dir) / CALIBRATION_FILE if model_dir else None
+    if path is None or not path.is_file():
+        return None
+    try:
+        value = json.loads(path.read_text(encoding="utf-8")).get("window_fill")
+    except (OSError, ValueError, AttributeError) as exc:
+        raise ValueError(f"{path}: unreadable ({exc})") from None
+    return value if isinstance(value, str) else None
+
+
 def in_force(settings, calibration: Calibration | None) -> Calibration | None:
     """The model's calibration when the settings allow it (`use_model_calibration`), else None."""
     return calibration if (calibration is not None and getattr(settings, "use_model_calibration", True)) else None

@@ -28,6 +28,9 @@ JSON (`Result.to_dict()` / `to_json()`), keys always present and in this order:
     errors                  [{stage, message}] (models that failed to load or run)
     context_tokens          int (Detector tokens of the context; 0 when not run)
     detector_windows        int (windows the Detector ran on; 0 when not run)
+    detector_context_coverage  float | null (share of the context's tokens the Detector read: 1.0 when its
+                            windows cover the whole context; less when max_windows dropped windows or a packed
+                            window left out the sentences sharing no words with the answer; null: not run)
     timings_ms              {sentinel, context, detector, explainer, total} floats
     context_truncated_for_nli  true | false | null (null: the Explainer did not run; true: for some span the
                             context was longer than the premises read, see spans[].premise_coverage)
@@ -126,6 +129,7 @@ class Result:
     errors: list[dict[str, str]] = field(default_factory=list)
     context_tokens: int = 0
     detector_windows: int = 0
+    detector_context_coverage: float | None = None
     timings_ms: dict[str, float] = field(default_factory=lambda: {s: 0.0 for s in STAGES})
     context_truncated_for_nli: bool | None = None
 
@@ -158,6 +162,7 @@ class Result:
             "errors": [{"stage": e["stage"], "message": e["message"]} for e in self.errors],
             "context_tokens": int(self.context_tokens),
             "detector_windows": int(self.detector_windows),
+            "detector_context_coverage": _r(self.detector_context_coverage),
             "timings_ms": {s: _r(self.timings_ms.get(s, 0.0), 3) for s in STAGES},
             "context_truncated_for_nli": self.context_truncated_for_nli,
         }

@@ -84,9 +84,13 @@ class DetectorSettings(ModelSettings):
     max_length: int = 0                    # tokens per window; 0 = the model's position limit
     window_overlap: int = 32               # at least this many context tokens shared by consecutive windows
                                            # (the fewest windows that allow it, spread evenly)
-    window_fill: Literal["full", "even"] = "even"  # even: the fewest windows, each only as long as covering
-                                           # the context needs (scripts/bench_windows.py: no loss, fewer tokens);
-                                           # full: every window a full budget of context
+    window_fill: Literal["auto", "full", "even", "packed"] = "auto"  # auto: the plan the Detector was trained
+                                           # with (detector.json "window_fill"), else even. even: the fewest
+                                           # windows, each only as long as covering the context needs
+                                           # (scripts/bench_windows.py: no loss, fewer tokens); full: every
+                                           # window a full budget of context; packed: one window of the context
+                                           # sentences sharing the most words with the answer
+                                           # (inference.spans.pack_context_ranges)
     max_windows: int = 4                   # > 0: only the windows sharing the most words with the answer
                                            # (under min aggregation only: HaluGate.max_windows); 0 = all
     window_aggregation: Literal["max", "min"] = "max"  # per answer token across windows

@@ -58,6 +58,18 @@ def detector_windows(tokenizer, context: str, question: str | None, answer: str,
     return select_windows(windows, context, answer, max_windows)
 
 
+def context_coverage(windows: Sequence[DetectorInput]) -> float | None:
+    """Share of the context's tokens that some window holds (1.0: the Detector read all of it; less when
+    max_windows dropped windows or a packed window left out sentences); None without windows or context."""
+    if not windows or not windows[0].context_tokens:
+        return None
+    read: set[int] = set()
+    for w in windows:
+        for a, b in w.meta.get("context_token_ranges") or [w.context_token_range]:
+            read.update(range(a, b))
+    return len(read) / windows[0].context_tokens
+
+
 def answer_overlap(window_text: str, answer_words: set[str]) -> int:
     """How many of the answer's words (lower-cased, over 2 characters) the window's context contains."""
     return len(answer_words & {w.lower() for w in _WORDS.findall(window_text)})

@@ -7,7 +7,8 @@ Each fold model of `eval.detector --cv` (RUN/fold-k, trained without its fold's 
 training sources) scores its held-out fold through the runtime (HaluGate's Detector stage, torch backend, the
 fold's own calibration) under every plan `OVERLAP:MAX_WINDOWS[:FILL]` (window_overlap: the least context tokens
 consecutive windows share; max_windows: keep only the windows sharing the most words with the answer, 0 = all;
-window_fill: full (default) or even, windows only as long as covering needs).
+window_fill: full (default), even (windows only as long as covering needs) or packed (one window of the
+context sentences sharing the most words with the answer)).
 Printed per plan, over all folds: example / span / token F1 and recall, the windows and tokens run (the
 Detector's work), and the change against
 the first plan (the reference); answers whose windows are the same as the reference's are not scored again.

@@ -71,7 +71,7 @@ def test_eiffel_contradictions_spans_severity_and_headers(make_gate):
         "x-vsr-max-severity": "4",
     }
     assert r.action == "header" and r.answer == EIFFEL_ANSWER and not r.blocked
-    assert r.detector_windows == 1 and r.context_tokens > 0
+    assert r.detector_windows == 1 and r.context_tokens > 0 and r.detector_context_coverage == 1.0
 
 
 def test_faithful_answer_is_clean_with_detected_false_header(make_gate):
@@ -332,7 +332,7 @@ def test_combine_nli_over_premise_windows():
 EXPECTED_KEYS = ["schema", "status", "reason", "fact_check_needed", "fact_check_confidence",
                  "hallucination_detected", "hallucination_score", "unverified_factual", "max_severity", "spans", "action", "blocked",
                  "answer", "warning", "headers", "decision", "errors", "context_tokens", "detector_windows",
-                 "timings_ms", "context_truncated_for_nli"]
+                 "detector_context_coverage", "timings_ms", "context_truncated_for_nli"]
 SPAN_KEYS = ["start", "end", "text", "confidence", "nli_label", "nli_confidence", "severity", "explanation",
              "evidence", "premise_coverage"]
 

@@ -1,5 +1,7 @@
 """Window selection by overlap with the answer (max_windows) and the Detector window plan in the runtime."""
 
+from itertools import pairwise
+
 import pytest
 
 from inference.spans import context_windows
@@ -81,3 +83,90 @@ def test_max_positions_leaves_out_the_padding_offset_of_roberta_style_models():
     assert max_positions({"model_type": "bert", "max_position_embeddings": 512, "pad_token_id": 0}) == 512
     assert max_positions({"model_type": "modernbert", "max_position_embeddings": 8192}) == 8192
     assert max_positions({}) == 512
+
+
+# ---- packed windows (window_fill / training_windows "packed") -------------------------------------------------
+
+def _scattered_context() -> str:
+    filler = [f"Filler{i} sentence about nothing in particular at all." for i in range(60)]
+    filler[10] = "The Eiffel Tower was built from 1887 to 1889."
+    filler[45] = "The tower is 330 meters tall and stands in Paris."
+    return " ".join(filler)
+
+
+PACK_ANSWER = "The Eiffel Tower was built in 1950 and is 500 meters tall. It stands in Paris."
+
+
+def test_pack_context_ranges_gathers_the_evidence_of_every_answer_sentence_in_document_order(hf_tok):
+    from inference.spans import context_units, pack_context_ranges, tokenize_segment
+
+    ctx = _scattered_context()
+    _, offsets = tokenize_segment(hf_tok, ctx)
+    units = context_units(ctx, offsets)
+    assert units[0][0] == 0 and units[-1][1] == len(offsets)
+    assert all(a < b for a, b in units) and all(u[1] == v[0] for u, v in pairwise(units))
+    ranges = pack_context_ranges(ctx, offsets, PACK_ANSWER, budget=40)
+    text = " ".join(ctx[offsets[a][0]:offsets[b - 1][1]] for a, b in ranges)
+    assert "built from 1887 to 1889" in text and "330 meters tall" in text  # 35 and 15 sentences apart
+    assert sum(b - a for a, b in ranges) <= 40
+    assert ranges == sorted(ranges) and all(u[1] < v[0] for u, v in pairwise(ranges))  # merged, ordered
+
+
+def test_packed_window_holds_the_answer_unchanged_and_is_the_plain_window_when_the_context_fits(hf_tok):
+    ctx = _scattered_context()
+    packed = context_windows(hf_tok, ctx, None, PACK_ANSWER, max_length=96, fill="packed")
+    plain = context_windows(hf_tok, ctx, None, PACK_ANSWER, max_length=96)
+    assert len(packed) == 1 and len(plain) > 1
+    w = packed[0]
+    assert len(w.input_ids) <= 96 and w.context_truncated
+    assert w.answer_offsets == plain[0].answer_offsets
+    assert w.input_ids[w.answer_slice] == plain[0].input_ids[plain[0].answer_slice]
+    assert len(w.meta["context_char_ranges"]) > 1
+    short = "The Eiffel Tower was built from 1887 to 1889."
+    assert context_windows(hf_tok, short, None, PACK_ANSWER, max_length=96, fill="packed")[0].input_ids == \
+        context_windows(hf_tok, short, None, PACK_ANSWER, max_length=96)[0].input_ids
+
+
+def test_packed_training_example_masks_less_than_the_best_contiguous_window(hf_tok):
+    from training.data.records import SpanRecord
+    from training.detector import training_example
+
+    ctx = _scattered_context()
+    # the best contiguous window holds the first sentence's evidence; the second's lies 35 sentences later
+    answer = "The Eiffel Tower was built from 1887 to 1889. It is 500 meters tall and stands in Paris."
+    spans = [{"start": answer.index("500"), "end": answer.index("500") + 3, "label": "x"}]
+    rec = SpanRecord(id="r", source="t", context=ctx, question=None, answer=answer, spans=spans,
+                     task_type="Summary")
+    _, masked_contiguous = training_example(hf_tok, rec, 96, 8, "answer_overlap")
+    packed, masked_packed = training_example(hf_tok, rec, 96, 8, "packed")
+    assert masked_contiguous > 0 and masked_packed == 0
+    assert packed.labels[packed.answer_slice] == [int(x) for x in packed.labels[packed.answer_slice]]
+    assert 1 in packed.labels[packed.answer_slice]  # the hallucinated label is kept
+
+
+def test_window_fill_auto_follows_the_plan_the_detector_was_trained_with(minilm_dir, tmp_path):
+    import json
+
+    from detect_helpers import make_run_dir
+
+    from inference.config import apply_overrides, from_dict
+    from inference.detect import HaluGate
+    from inference.settings import InferenceSettings
+
+    run = make_run_dir(tmp_path / "det", "token", ["SUPPORTED", "HALLUCINATED"], minilm_dir)
+
+    def gate(fill=None):
+        over = ["hallucination_mitigation.backend=torch", "hallucination_mitigation.hallucination_model.max_length=96",
+                f"hallucination_mitigation.hallucination_model.model_id={run}",
+                "hallucination_mitigation.fact_check_model.model_id=", "hallucination_mitigation.nli_model.model_id="]
+        if fill:
+            over.append(f"hallucination_mitigation.hallucination_model.window_fill={fill}")
+        return HaluGate(from_dict(InferenceSettings, apply_overrides({}, over), "<test>"))
+
+    x = {"context": _scattered_context(), "question": "Tell me about the tower.", "answer": PACK_ANSWER}
+    r = gate().detect(**x)
+    assert gate().window_fill() == "even" and r.detector_windows > 1 and r.detector_context_coverage == 1.0
+    (run / "detector.json").write_text(json.dumps({"window_fill": "packed"}))
+    r = gate().detect(**x)
+    assert gate().window_fill() == "packed" and r.detector_windows == 1 and 0 < r.detector_context_coverage < 1
+    assert gate("even").window_fill() == "even"  # an explicit setting wins

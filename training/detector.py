@@ -90,7 +90,10 @@ class DetectorData:
     sources: list[SourceSpec] = field(default_factory=list)  # span datasets used as they are
     synthetic: SyntheticConfig = field(default_factory=SyntheticConfig)
     augment: AugmentConfig = field(default_factory=AugmentConfig)
-    training_windows: Literal["answer_overlap", "head"] = "answer_overlap"  # long contexts (see module doc)
+    # long contexts (see module doc): the contiguous window overlapping the answer most, the head of the
+    # context, or one window packed with the context sentences sharing the most words with the answer (the
+    # runtime then reads the model's contexts the same way: detector.json "window_fill": "packed")
+    training_windows: Literal["answer_overlap", "head", "packed"] = "answer_overlap"
     window_overlap: int = 128  # context tokens shared by consecutive windows (as the runtime's default)
     eval_sources: list[SourceSpec] = field(default_factory=list)  # evaluation-only sets scored after training
     split: SplitConfig = field(default_factory=lambda: SplitConfig(dev=0.1, test=0.1))
@@ -259,13 +262,14 @@ def training_example(tokenizer, rec: SpanRecord, max_length: int, overlap: int, 
     if mode == "head":
         return encode_detector_input(tokenizer, rec.context, q, a, max_length, task_type=task, spans=rec.spans), 0
     wins = context_windows(tokenizer, rec.context, q, a, max_length, overlap=overlap, task_type=task,
-                           spans=rec.spans)
-    if len(wins) == 1:
+                           spans=rec.spans, fill="packed" if mode == "packed" else "full")
+    if len(wins) == 1 and not wins[0].context_truncated:
         return wins[0], 0
     context = rec.context
     best = rank_windows(wins, context, a)[0]  # the window the runtime ranks first (max_windows)
     enc = wins[best]
-    texts = {best: context[enc.context_char_range[0]:enc.context_char_range[1]]}
+    ranges = enc.meta.get("context_char_ranges") or [enc.context_char_range]
+    texts = {best: "\n".join(context[s:e] for s, e in ranges)}
     # Answer sentences whose evidence lies largely outside this window: their "supported" labels would be wrong
     # here, so those tokens are masked (their "hallucinated" labels stay: unsupported anywhere). "Largely": a
     # number the context has but the window lacks, or >= 30% of the sentence's content words.
@@ -385,6 +389,8 @@ def train_and_calibrate(cfg: DetectorConfig, train_recs: list[SpanRecord], dev_r
     train_seconds = time.time() - started
     dev_metrics = trainer.evaluate()
     save_model(trainer, tokenizer, out, DETECTOR_LABELS)
+    plan = {"window_fill": "packed"} if d.training_windows == "packed" else {}
+    write_json(out / "detector.json", plan)  # the runtime (calibration below, CV scoring) reads the model's plan
     calibration, table = None, []
     c = cfg.calibration
     if c.enabled and dev_recs and calibrate_run:
@@ -392,7 +398,7 @@ def train_and_calibrate(cfg: DetectorConfig, train_recs: list[SpanRecord], dev_r
     write_json(out / "detector.json", {
         "format": "[CLS] context [SEP] question [SEP] answer [SEP] (inference.spans)",
         "max_length": ml, "threshold": cfg.eval.threshold, "min_span_chars": cfg.eval.min_span_chars,
-        "model_input_names": list(tokenizer.model_input_names),
+        "model_input_names": list(tokenizer.model_input_names), **plan,
         "calibration": calibration.to_dict() if calibration else None,
         "calibration_candidates": table, "calibration_records": len(dev_recs)})
     return {
