@@ -34,8 +34,8 @@ from inference.detector_stage import (
     DetectorJob,
     DetectorScores,
     effective,
+    load_detector_json,
     score_answers,
-    trained_window_fill,
 )
 from inference.labels import DETECTOR_LABELS
 from inference.messages import DetectInput, InputError, parse_input
@@ -105,8 +105,8 @@ class HaluGate:
         self.detector_trained_fill: str | None = None
         if self.runners["detector"] is not None:
             try:
-                self.detector_calibration = Calibration.from_model_dir(self.runners["detector"].model_dir)
-                self.detector_trained_fill = trained_window_fill(self.runners["detector"].model_dir)
+                self.detector_calibration, self.detector_trained_fill = load_detector_json(
+                    self.runners["detector"].model_dir)
             except ValueError as exc:
                 self.runners["detector"] = None
                 self.load_errors["detector"] = str(exc)

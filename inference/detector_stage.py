@@ -29,7 +29,7 @@ import numpy as np
 
 from inference.grounding import FEATURES, ContextIndex, grounding_features
 from inference.runners import Features
-from inference.spans import TASK_TYPES, DetectorInput, answer_token_probs, token_probs_to_spans
+from inference.spans import TASK_TYPES, WINDOW_FILLS, DetectorInput, answer_token_probs, token_probs_to_spans
 
 log = logging.getLogger("halugate.inference")
 
@@ -102,17 +102,6 @@ class Calibration:
                    combiner=Combiner(**comb) if comb else None, source=source,
                    task_thresholds=data.get("task_thresholds") or None, smoothing=data.get("smoothing", 0))
 
-    @classmethod
-    def from_model_dir(cls, model_dir: str | Path | None) -> Calibration:
-        path = Path(model_dir) / CALIBRATION_FILE if model_dir else None
-        if path is None or not path.is_file():
-            return cls()
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-            return cls.from_dict(data.get("calibration"), str(path))
-        except (OSError, ValueError, TypeError) as exc:
-            raise ValueError(f"{path}: unreadable calibration ({exc})") from None
-
     def to_dict(self) -> dict:
         out: dict = {"threshold": self.threshold, "window_aggregation": self.window_aggregation,
                      "task_thresholds": self.task_thresholds, "smoothing": self.smoothing}
@@ -149,17 +138,22 @@ class DetectorScores:
         return float(self.probs.max()) if len(self.probs) else 0.0
 
 
-def trained_window_fill(model_dir: str | Path | None) -> str | None:
-    """The window plan the Detector was trained with (detector.json "window_fill", written by training.detector
-    for the `packed` plan); None when the model does not say (trained on contiguous windows)."""
+def load_detector_json(model_dir: str | Path | None) -> tuple[Calibration, str | None]:
+    """What MODEL_DIR/detector.json tells the runtime, read once: the calibration, and the window plan the
+    Detector was trained with ("window_fill", written by training.detector for the `packed` plan; None: trained
+    on contiguous windows). Without the file: no calibration, no plan; ValueError when it is unreadable."""
     path = Path(model_dir) / CALIBRATION_FILE if model_dir else None
     if path is None or not path.is_file():
-        return None
+        return Calibration(), None
     try:
-        value = json.loads(path.read_text(encoding="utf-8")).get("window_fill")
-    except (OSError, ValueError, AttributeError) as exc:
-        raise ValueError(f"{path}: unreadable ({exc})") from None
-    return value if isinstance(value, str) else None
+        data = json.loads(path.read_text(encoding="utf-8"))
+        calibration = Calibration.from_dict(data.get("calibration"), str(path))
+        fill = data.get("window_fill")
+    except (OSError, ValueError, TypeError, AttributeError) as exc:
+        raise ValueError(f"{path}: unreadable calibration ({exc})") from None
+    if fill is not None and fill not in WINDOW_FILLS:
+        raise ValueError(f"{path}: window_fill must be one of {', '.join(WINDOW_FILLS)}, got {fill!r}")
+    return calibration, fill
 
 
 def in_force(settings, calibration: Calibration | None) -> Calibration | None:

@@ -26,7 +26,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from inference.windowing import _content_words, premise_windows, rank_premises
+from inference.grounding import content_words
+from inference.windowing import premise_windows, rank_premises
 
 SEVERITY = {"contradiction": 4, "neutral": 2, "entailment": 1}
 UNEXPLAINED_SEVERITY = 2
@@ -173,8 +174,8 @@ def premise_candidates(tokenizer, context: str, hypothesis: str, budget: int, ma
         if j < len(chosen) and w == chosen[j]:
             windows.append(Premise(w, *located[i], "window"))
             j += 1
-    target = _content_words(hypothesis)
-    order = sorted(range(len(windows)), key=lambda i: (-len(target & _content_words(windows[i].text)), i))
+    target = content_words(hypothesis)
+    order = sorted(range(len(windows)), key=lambda i: (-len(target & content_words(windows[i].text)), i))
     for r, i in enumerate(order):
         windows[i].rank = r
     texts = {" ".join(w.text.split()) for w in windows}
@@ -183,7 +184,7 @@ def premise_candidates(tokenizer, context: str, hypothesis: str, budget: int, ma
         scored = []
         for a, b in context_sentences(context):
             text = context[a:b]
-            shared = len(target & _content_words(text))
+            shared = len(target & content_words(text))
             if shared and " ".join(text.split()) not in texts:
                 scored.append((-shared, a, b, text))
         for r, (_, a, b, text) in enumerate(sorted(scored)[:max_sentences]):
@@ -221,7 +222,7 @@ def span_words(answer: str, start: int, end: int, around: int = 3) -> set[str]:
     """Content words of the span and of `around` words either side: what its evidence should be about."""
     left = answer[:start].split()[-around:] if around else []
     right = answer[end:].split()[:around] if around else []
-    return _content_words(" ".join([*left, answer[start:end], *right]))
+    return content_words(" ".join([*left, answer[start:end], *right]))
 
 
 def pick_evidence(candidates: Sequence[Premise], decisive: Sequence[int], near: set[str]) -> int:
@@ -229,7 +230,7 @@ def pick_evidence(candidates: Sequence[Premise], decisive: Sequence[int], near: 
     window holds every word of its sentences); then the one sharing most words with the span's neighbourhood;
     then the overlap rank, then document order."""
     return min(decisive, key=lambda i: (candidates[i].kind != "sentence",
-                                        -len(near & _content_words(candidates[i].text)), candidates[i].rank,
+                                        -len(near & content_words(candidates[i].text)), candidates[i].rank,
                                         candidates[i].start))
 
 

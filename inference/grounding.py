@@ -38,12 +38,18 @@ _NUMBER_WORDS.update({"thirty": 30, "forty": 40, "fifty": 50, "sixty": 60, "seve
                       "dozen": 12, "half": 0.5, "first": 1, "second": 2, "third": 3})
 _UNITS = frozenset(["m", "meter", "meters", "metre", "metres", "km", "kilometer", "kilometers", "kilometres", "mile", "miles", "ft", "foot", "feet", "inch", "inches", "cm", "mm", "kg", "g", "gram", "grams", "kilogram", "kilograms", "pound", "pounds", "lb", "lbs", "ton", "tons", "tonnes", "percent", "%", "year", "years", "month", "months", "week", "weeks", "day", "days", "hour", "hours", "minute", "minutes", "second", "seconds", "million", "billion", "thousand", "hundred", "dollars", "dollar", "usd", "euros", "euro", "people", "star", "stars", "reviews", "review", "times", "degrees"])
 
+_WORDS_PLAIN = re.compile(r"\w+")
 _WORD = re.compile(r"\w+(?:[.,'’-]\w+)*")
 _NUM = re.compile(r"^\d{1,3}(?:,\d{3})+(?:\.\d+)?$|^\d+(?:\.\d+)?$")
 _NUM_IN_TEXT = re.compile(r"(?<![\w.])\d{1,3}(?:,\d{3})+(?:\.\d+)?|(?<![\w.])\d+(?:\.\d+)?")
 _RANGE = re.compile(r"(\d{1,3}(?:,\d{3})+|\d+)\s*(?:-|–|—|to|through|until|and)\s*(\d{1,3}(?:,\d{3})+|\d+)")
 _SENT = re.compile(r"[^.!?\n]+[.!?]?")
 _MAX_RANGE = 500  # a range wider than this ("1 to 10,000") is not expanded: it would support everything
+
+
+def content_words(text: str) -> set[str]:
+    """The lower-cased words of `text` that are not stopwords (what premise and window ranking compare)."""
+    return {w for w in _WORDS_PLAIN.findall(text.lower()) if w not in STOPWORDS}
 
 
 def parse_number(word: str) -> float | None:

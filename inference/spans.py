@@ -45,6 +45,7 @@ from typing import Any
 
 import numpy as np
 
+from inference.grounding import content_words
 from inference.labels import IGNORE_INDEX
 
 TASK_TYPES = ("QA", "Summary", "Data2txt")
@@ -205,6 +206,7 @@ class _Parts:
     ans_offsets: list[tuple[int, int]]
     has_question: bool
     ctx_text: str = ""
+    q_text: str = ""
 
     @property
     def fixed_len(self) -> int:
@@ -223,7 +225,7 @@ def _parts(tokenizer, context, question, answer, task_type, special) -> _Parts:
     ctx_ids, ctx_offsets = tokenize_segment(tokenizer, ctx)
     q_ids, _ = tokenize_segment(tokenizer, QUESTION_PREFIX.get(task, "") + q) if q else ([], [])
     ans_ids, ans_offsets = tokenize_segment(tokenizer, answer)
-    return _Parts(special, prefix_ids, ctx_ids, ctx_offsets, q_ids, ans_ids, ans_offsets, bool(q), ctx)
+    return _Parts(special, prefix_ids, ctx_ids, ctx_offsets, q_ids, ans_ids, ans_offsets, bool(q), ctx, q)
 
 
 def _assemble(p: _Parts, ctx_start: int, ctx_end: int, answer: str, spans, task, max_length) -> DetectorInput:
@@ -236,8 +238,8 @@ def _assemble_ranges(p: _Parts, ranges: Sequence[tuple[int, int]], answer: str, 
     """One window whose context is the given [start, end) context-token ranges, in that order (one range: a
     contiguous window; several: a packed window, see pack_context_ranges)."""
     s = p.special
-    kept = [i for a, b in ranges for i in range(a, b)]
-    head = [s.cls_id] + p.prefix_ids + [p.ctx_ids[i] for i in kept] + [s.sep_id]
+    ctx_ids = [t for a, b in ranges for t in p.ctx_ids[a:b]]
+    head = [s.cls_id] + p.prefix_ids + ctx_ids + [s.sep_id]
     if p.has_question:
         head += p.q_ids + [s.sep_id]
     ids = head + p.ans_ids + [s.sep_id]
@@ -262,7 +264,7 @@ def _assemble_ranges(p: _Parts, ranges: Sequence[tuple[int, int]], answer: str, 
         answer_start=len(head),
         answer_offsets=list(p.ans_offsets),
         labels=labels,
-        context_truncated=len(kept) < len(p.ctx_ids),
+        context_truncated=len(ctx_ids) < len(p.ctx_ids),
         context_tokens=len(p.ctx_ids),
         context_token_range=(ctx_start, ctx_end),
         context_char_range=char_range,
@@ -310,7 +312,7 @@ def context_windows(tokenizer, context: Any, question: str | None, answer: str, 
     if budget == 0:
         return [_assemble(p, 0, 0, answer, spans, task, max_length)]
     if fill == "packed":
-        ranges = pack_context_ranges(p.ctx_text, p.ctx_offsets, f"{_question_text(question)} {answer}", budget)
+        ranges = pack_context_ranges(p.ctx_text, p.ctx_offsets, f"{p.q_text} {answer}", budget)
         return [_assemble_ranges(p, ranges, answer, spans, task, max_length)]
     return [_assemble(p, start, end, answer, spans, task, max_length)
             for start, end in plan_windows(n, budget, overlap, fill)]
@@ -319,11 +321,6 @@ def context_windows(tokenizer, context: Any, question: str | None, answer: str, 
 WINDOW_FILLS = ("full", "even", "packed")
 _UNIT_TOKENS = 48  # a context unit (sentence, line) longer than this is cut: JSON records are one long line
 _UNIT_END = re.compile(r"[.!?]['\")\]]*$")
-_PACK_WORD = re.compile(r"\w+")
-
-
-def _question_text(question) -> str:
-    return question if isinstance(question, str) else ""
 
 
 def context_units(text: str, offsets: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -340,9 +337,7 @@ def context_units(text: str, offsets: Sequence[tuple[int, int]]) -> list[tuple[i
 
 
 def _pack_words(text: str) -> set[str]:
-    from inference.grounding import STOPWORDS
-
-    return {w for w in _PACK_WORD.findall(text.lower()) if w not in STOPWORDS and (len(w) > 2 or w.isdigit())}
+    return {w for w in content_words(text) if len(w) > 2 or w.isdigit()}
 
 
 def pack_context_ranges(text: str, offsets: Sequence[tuple[int, int]], answer: str, budget: int

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from inference.grounding import STOPWORDS
+from inference.grounding import content_words
 from inference.spans import AnswerTooLongError, DetectorInput, context_windows, tokenize_segment
 
 _WORDS = re.compile(r"\w+")
@@ -98,10 +98,6 @@ def select_windows(windows: list[DetectorInput], context: str, answer: str, max_
 # ---- Explainer premises --------------------------------------------------------------------------------------
 
 
-def _content_words(text: str) -> set[str]:
-    return {w for w in _WORDS.findall(text.lower()) if w not in STOPWORDS}
-
-
 def premise_windows(tokenizer, context: str, budget: int, overlap: int = 32) -> list[str]:
     """The context cut into windows of at most `budget` tokens of the Explainer's tokenizer (character slices
     of the original text, so nothing is re-tokenised differently)."""
@@ -124,6 +120,6 @@ def rank_premises(windows: Sequence[str], hypothesis: str, k: int) -> list[str]:
     in document order."""
     if len(windows) <= k:
         return list(windows)
-    target = _content_words(hypothesis)
-    scored = sorted(range(len(windows)), key=lambda i: (-len(target & _content_words(windows[i])), i))
+    target = content_words(hypothesis)
+    scored = sorted(range(len(windows)), key=lambda i: (-len(target & content_words(windows[i])), i))
     return [windows[i] for i in sorted(scored[:k])]

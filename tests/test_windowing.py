@@ -170,3 +170,5 @@ def test_window_fill_auto_follows_the_plan_the_detector_was_trained_with(minilm_
     r = gate().detect(**x)
     assert gate().window_fill() == "packed" and r.detector_windows == 1 and 0 < r.detector_context_coverage < 1
     assert gate("even").window_fill() == "even"  # an explicit setting wins
+    (run / "detector.json").write_text(json.dumps({"window_fill": "diagonal"}))
+    assert "window_fill must be one of" in gate().load_errors["detector"]  # a bad plan is a load error

@@ -390,7 +390,8 @@ def train_and_calibrate(cfg: DetectorConfig, train_recs: list[SpanRecord], dev_r
     dev_metrics = trainer.evaluate()
     save_model(trainer, tokenizer, out, DETECTOR_LABELS)
     plan = {"window_fill": "packed"} if d.training_windows == "packed" else {}
-    write_json(out / "detector.json", plan)  # the runtime (calibration below, CV scoring) reads the model's plan
+    if plan:  # the runtime (calibration below, CV scoring) reads the model's plan
+        write_json(out / "detector.json", plan)
     calibration, table = None, []
     c = cfg.calibration
     if c.enabled and dev_recs and calibrate_run:

@@ -32,7 +32,7 @@ import zipfile
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 
-from inference.windowing import _content_words as content_words
+from inference.grounding import content_words
 from training.data.base import DataError
 from training.data.nli import (
     CONTRADICTION,
