@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +21,7 @@ from training.export import (
     ExportError,
     export,
     main,
+    parity_examples,
     verify_export,
 )
 
@@ -135,12 +137,21 @@ def test_int8_below_floor_is_refused_but_the_fp32_export_is_written(bert_seq_run
     assert (out / FP32_FILE).is_file() and not (out / INT8_FILE).exists()
     report = json.loads((out / REPORT_FILE).read_text())
     assert report["status"] == "int8_refused" and report["int8_status"] == "refused" and report["passed"] is True
-    # every int8 scheme was tried before refusing (more of the graph kept in fp32 each time)
+    # every int8 scheme was tried before refusing (more of the graph kept in fp32 each time), then the search
     tried = report["int8_schemes_tried"]
     assert [t["scheme"] for t in tried] == ["all", "embeddings_fp32", "ffn_output_fp32", "ffn_output_embeddings_fp32",
-                                            "ffn_fp32", "ffn_embeddings_fp32"]
+                                            "ffn_fp32", "ffn_embeddings_fp32", "sensitive_fp32"]
     assert tried[0]["fp32_nodes"] < tried[2]["fp32_nodes"] < tried[4]["fp32_nodes"] and not any(t["passed"] for t in tried)
-    assert [t["embeddings_fp32"] for t in tried] == [False, True] * 3
+    assert [t["embeddings_fp32"] for t in tried] == [False, True] * 3 + [True]
+    search = tried[-1]
+    # each matrix product measured alone; at most half kept in fp32, the most damaging first
+    assert len(search["mean_abs_diff_alone"]) == search["of_nodes"] > 0
+    assert search["fp32_nodes"] == search["of_nodes"] // 2 == len(search["kept_fp32"])
+    alone = list(search["mean_abs_diff_alone"].values())
+    assert alone == sorted(alone, reverse=True) and search["kept_fp32"] == list(search["mean_abs_diff_alone"])[:search["fp32_nodes"]]
+    # four test records: none left over for a separate selection set, and the report says so
+    assert report["int8_selection"] == {"source": report["inputs"]["source"], "n_examples": 4,
+                                        "disjoint_from_parity": False}
     assert list(report["parity"]) == ["fp32"] and report["parity"]["fp32"]["passed"] is True
     assert report["files"] == {"fp32": FP32_FILE}
     refused = report["refused"]["int8"]
@@ -167,6 +178,23 @@ def test_require_int8_exits_1_after_writing_fp32(bert_seq_run, tmp_path, capsys)
     assert "--require-int8 needs --quantize int8" in capsys.readouterr().err
     assert main(["--model", str(tmp_path / "no-such-run"), "--out", str(tmp_path / "y")]) == 2
     assert "no-such-run does not exist" in capsys.readouterr().err
+
+
+def test_int8_is_chosen_on_records_the_parity_check_does_not_use(bert_seq_run, tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(bert_seq_run, run)
+    texts = [f"Question number {i}: who wrote play {i}?" for i in range(30)]
+    (run / "test.jsonl").write_text("".join(json.dumps({"text": t, "label": 1}) + "\n" for t in texts))
+    check, _ = parity_examples(run, 12)
+    select, source = parity_examples(run, 12, held_out=True)
+    assert len(check) == len(select) == 12 and not set(check) & set(select) and source.endswith("test.jsonl")
+    assert len(parity_examples(run, 25, held_out=True)[0]) == 5  # only what the check left
+    assert parity_examples(tmp_path / "none", 3, held_out=True)[0] == []  # built-in sentences are the check's
+    report = export(run, tmp_path / "e", quantize="int8", agreement_floor=0.0, samples=12)
+    assert report["int8_selection"] == {"source": str(run / "test.jsonl"), "n_examples": 12,
+                                        "disjoint_from_parity": True}
+    assert report["inputs"]["n_examples"] == 12 and report["int8_status"] == "shipped"
+    assert [t["scheme"] for t in report["int8_schemes_tried"]] == ["all"]
 
 
 def test_int8_status_when_shipped(bert_seq_run, tmp_path):

@@ -27,7 +27,9 @@ EXPORT_DIR layout (what a runtime looks for; names are fixed):
 Parity is measured on real inputs: up to --samples records of RUN_DIR/test.jsonl (fields "text",
 "premise"/"hypothesis", or the Detector's "context"/"question"/"answer"), else built-in sentences; batched with
 padding at the run's max_length. For token classification only non-padding positions are compared.
-fp32 must agree within --atol (1e-4); int8 must keep label agreement >= --agreement-floor (0.99).
+fp32 must agree within --atol (1e-4); int8 must keep label agreement >= --agreement-floor (0.99). The int8
+scheme is chosen on up to --samples other records of the same file (int8_selection in the report), so the
+check that ships it is not the one it was chosen on.
 
 Everything is written to EXPORT_DIR.partial first and renamed to EXPORT_DIR only when the fp32 check passed. When
 fp32 fails, the command exits with status 1 and the rejected files + report are left in EXPORT_DIR.failed for
@@ -53,13 +55,20 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
+from tqdm.auto import tqdm
 
 from inference.labels import DETECTOR_LABELS, EXPLAINER_LABELS, SENTINEL_LABELS, id2label, label2id
 from inference.runners import max_positions
 from training.data.base import DataError, numbered_jsonl
 from training.data.records import record_class
 from training.models import BaseModelError, load_tokenizer, resolve_base_model
-from training.onnx_graph import applicable_schemes, embeddings_fp32, fuse_transformer, quantize_int8
+from training.onnx_graph import (
+    applicable_schemes,
+    embeddings_fp32,
+    fuse_transformer,
+    quantize_int8,
+    weighted_nodes,
+)
 
 log = logging.getLogger("halugate.export")
 
@@ -238,20 +247,26 @@ def record_kind(run_dir: Path) -> str:
     return kinds[tuple(labels)]
 
 
-def parity_examples(run_dir: Path, n: int, seed: int = 0) -> tuple[list[tuple[str, ...]], str]:
+def parity_examples(run_dir: Path, n: int, seed: int = 0,
+                    held_out: bool = False) -> tuple[list[tuple[str, ...]], str]:
     """Up to n inputs from RUN_DIR/test.jsonl, else RUN_DIR/parity.jsonl (a sample of training inputs that runs
-    trained on all their data write; random, seeded), else the built-in sentences."""
+    trained on all their data write; random, seeded), else the built-in sentences. `held_out`: up to n other
+    records of the same file, none of those the plain call picks (empty when the file has no more)."""
     for name in ("test.jsonl", PARITY_FILE):
         path = Path(run_dir) / name
         rows = list(numbered_jsonl(path)) if path.is_file() else []
         if rows:
             cls = record_class(record_kind(run_dir))
             picked = random.Random(seed).sample(rows, min(n, len(rows)))
+            if held_out:
+                taken = {i for i, _ in picked}
+                rest = [r for r in rows if r[0] not in taken]
+                picked = random.Random(seed + 1).sample(rest, min(n, len(rest)))
             try:
                 return [cls.from_dict(r, f"{path}:{i}").model_inputs() for i, r in picked], str(path)
             except DataError as exc:
                 raise ExportError(str(exc)) from None
-    return [(t,) for t in SAMPLE_TEXTS[:n]], "built-in sample sentences"
+    return ([] if held_out else [(t,) for t in SAMPLE_TEXTS[:n]]), "built-in sample sentences"
 
 
 def encode_batches(tokenizer, examples: list[tuple[str, ...]], max_length: int,
@@ -432,9 +447,13 @@ class ParityInputs:
     max_length: int
 
     @classmethod
-    def build(cls, run_dir: Path, model, tokenizer, samples: int, max_length: int | None) -> ParityInputs:
+    def build(cls, run_dir: Path, model, tokenizer, samples: int, max_length: int | None,
+              held_out: bool = False) -> ParityInputs | None:
+        """`held_out`: other records than the parity check's (None when there are none), for choosing int8."""
         length = run_max_length(run_dir, model, max_length)
-        examples, source = parity_examples(run_dir, samples)
+        examples, source = parity_examples(run_dir, samples, held_out=held_out)
+        if not examples:
+            return None
         batches = encode_batches(tokenizer, examples, length)
         return cls(batches, torch_logits(model, batches), source, len(examples), length)
 
@@ -516,19 +535,52 @@ def _fuse(staging: Path, config, inputs: ParityInputs, task: str, atol: float) -
     return fusion
 
 
-def _quantize(staging: Path, inputs: ParityInputs, task: str, floor: float) -> list[dict]:
-    """int8 under each scheme in turn (training.onnx_graph) until one keeps the agreement floor; the last one
-    tried stays in INT8_FILE (the parity check of the report then ships or refuses it)."""
+def _quantize(staging: Path, select: ParityInputs, task: str, floor: float) -> list[dict]:
+    """int8 under each scheme in turn (training.onnx_graph) until one keeps the agreement floor on the selection
+    inputs, then the sensitivity search; the last one tried stays in INT8_FILE (the parity check of the report,
+    on other inputs where the run has them, then ships or refuses it)."""
     tried = []
     for scheme in applicable_schemes(staging / FP32_FILE):
         log.info("quantising to int8 (%s)", scheme)
         kept_fp32 = quantize_int8(staging / FP32_FILE, staging / INT8_FILE, scheme)
-        parity = check_file(staging / INT8_FILE, inputs.reference, inputs.batches, task, floor=floor)
+        parity = check_file(staging / INT8_FILE, select.reference, select.batches, task, floor=floor)
         tried.append({"scheme": scheme, "fp32_nodes": len(kept_fp32), "embeddings_fp32": embeddings_fp32(scheme),
-                      "label_agreement": round(parity.label_agreement, 5), "passed": parity.passed})
+                      "selection_agreement": round(parity.label_agreement, 5), "passed": parity.passed})
+        if parity.passed:
+            return tried
+    tried.append(_sensitive_fp32(staging, select, task, floor))
+    return tried
+
+
+SENSITIVE_SCHEME = "sensitive_fp32"
+MAX_FP32_SHARE = 0.5  # beyond half of the matrix products in fp32, int8 saves too little to be worth a model
+
+
+def _sensitive_fp32(staging: Path, select: ParityInputs, task: str, floor: float) -> dict:
+    """The last resort when no named scheme keeps the floor. Quantise one matrix product at a time (the rest and
+    the embeddings fp32) and rank them by the mean |logit difference| each causes alone on the selection inputs;
+    then keep the most damaging in fp32, one more at a time, until the floor holds there or half would be fp32.
+    Which products hurt differs from model to model, so a fixed list of names cannot find it."""
+    src, dst = staging / FP32_FILE, staging / INT8_FILE
+    nodes = weighted_nodes(src)
+    entry = {"scheme": SENSITIVE_SCHEME, "embeddings_fp32": True, "passed": False}
+    if not nodes or not all(nodes):  # quantize_dynamic excludes nodes by name
+        return {**entry, "fp32_nodes": 0, "skipped": "the graph's matrix products are not all named"}
+    damage = {}
+    for node in tqdm(nodes, desc="int8 sensitivity per matrix product", unit="node", leave=False):
+        quantize_int8(src, dst, "embeddings_fp32", keep_fp32=[n for n in nodes if n != node])
+        damage[node] = compare(select.reference, onnx_logits(dst, select.batches), select.batches, task)[2]
+    ranked = sorted(nodes, key=lambda n: -damage[n])
+    for k in range(1, max(1, int(len(nodes) * MAX_FP32_SHARE)) + 1):
+        quantize_int8(src, dst, "embeddings_fp32", keep_fp32=ranked[:k])
+        parity = check_file(dst, select.reference, select.batches, task, floor=floor)
+        log.info("int8 with the %d most sensitive of %d matrix products in fp32: agreement %.4f", k, len(nodes),
+                 parity.label_agreement)
         if parity.passed:
             break
-    return tried
+    return {**entry, "fp32_nodes": k, "of_nodes": len(nodes), "kept_fp32": ranked[:k],
+            "mean_abs_diff_alone": {n: round(damage[n], 5) for n in ranked},
+            "selection_agreement": round(parity.label_agreement, 5), "passed": parity.passed}
 
 
 def export(run_dir: str | Path, out: str | Path, *, quantize: str | None = None, opset: int | None = None,
@@ -567,7 +619,12 @@ def export(run_dir: str | Path, out: str | Path, *, quantize: str | None = None,
     inputs = ParityInputs.build(run_dir, model, tokenizer, samples, max_length)
     fusion = _fuse(staging, model.config, inputs, task, atol) if optimize else {"applied": False,
                                                                              "reason": "--no-optimize"}
-    int8_tried = _quantize(staging, inputs, task, agreement_floor) if quantize == "int8" else []
+    int8_tried, selection = [], None
+    if quantize == "int8":
+        # int8 is chosen on other records than the parity check's where the run has them, so that the check
+        # that ships it is not the one it was fitted to
+        selection = ParityInputs.build(run_dir, model, tokenizer, samples, max_length, held_out=True) or inputs
+        int8_tried = _quantize(staging, selection, task, agreement_floor)
 
     report = {
         "run_dir": str(run_dir.resolve()),
@@ -588,6 +645,8 @@ def export(run_dir: str | Path, out: str | Path, *, quantize: str | None = None,
     report["fusion"] = fusion
     if int8_tried:
         report["int8_schemes_tried"] = int8_tried
+        report["int8_selection"] = {"source": selection.source, "n_examples": selection.n_examples,
+                                    "disjoint_from_parity": selection is not inputs}
     int8 = report["parity"].get("int8")
     refused = bool(int8) and not int8["passed"] and report["parity"]["fp32"]["passed"]
     if refused:

@@ -12,12 +12,15 @@ Both are only ever kept after training.export's parity check against PyTorch (do
   al., 2021), then the whole feed-forward block; each with and without the embedding lookups in fp32 (their
   rounding error enters the residual stream of every layer, and they cost no matrix products). Export tries
   them in order and ships the first that passes the agreement floor.
+- `weighted_nodes` and `quantize_int8(..., keep_fp32=...)`: the pieces of the last resort when no named scheme
+  passes (training.export measures which matrix products int8 hurts most and keeps only those in fp32).
 """
 
 from __future__ import annotations
 
 import logging
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
 
 log = logging.getLogger("halugate.export")
@@ -79,8 +82,17 @@ def excluded_nodes(path: Path, scheme: str) -> list[str]:
             if n.op_type == "MatMul" and "attention" not in n.name and any(p in n.name for p in patterns)]
 
 
-def quantize_int8(src: Path, dst: Path, scheme: str = "all") -> list[str]:
-    """Dynamic int8 quantisation of `src` into `dst` under `scheme`; returns the nodes kept in fp32."""
+def weighted_nodes(path: Path) -> list[str]:
+    """The MatMul and Attention nodes of `path` in graph order: the matrix products int8 runs in integers."""
+    import onnx
+
+    graph = onnx.load(str(path), load_external_data=False).graph
+    return [n.name for n in graph.node if n.op_type in ("MatMul", "Attention")]
+
+
+def quantize_int8(src: Path, dst: Path, scheme: str = "all", keep_fp32: Sequence[str] = ()) -> list[str]:
+    """Dynamic int8 quantisation of `src` into `dst` under `scheme`, with the nodes named in `keep_fp32` left in
+    fp32 as well; returns the nodes kept in fp32."""
     import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
@@ -89,6 +101,7 @@ def quantize_int8(src: Path, dst: Path, scheme: str = "all") -> list[str]:
     # pre-processing pass gave no gain, and its symbolic shape inference fails on these graphs; the fused
     # graph's contrib ops have no shape inference, hence DefaultTensorType.
     exclude = excluded_nodes(src, scheme)
+    exclude += [n for n in keep_fp32 if n not in exclude]
     root = logging.getLogger()
     level = root.level
     root.setLevel(logging.ERROR)  # ORT logs a "consider pre-processing" line and one line per skipped tensor
