@@ -142,16 +142,12 @@ def test_int8_below_floor_is_refused_but_the_fp32_export_is_written(bert_seq_run
     assert [t["scheme"] for t in tried] == ["all", "embeddings_fp32", "ffn_output_fp32", "ffn_output_embeddings_fp32",
                                             "ffn_fp32", "ffn_embeddings_fp32", "sensitive_fp32"]
     assert tried[0]["fp32_nodes"] < tried[2]["fp32_nodes"] < tried[4]["fp32_nodes"] and not any(t["passed"] for t in tried)
-    assert [t["embeddings_fp32"] for t in tried] == [False, True] * 3 + [True]
-    search = tried[-1]
-    # each matrix product measured alone; at most half kept in fp32, the most damaging first
-    assert len(search["mean_abs_diff_alone"]) == search["of_nodes"] > 0
-    assert search["fp32_nodes"] == search["of_nodes"] // 2 == len(search["kept_fp32"])
-    alone = list(search["mean_abs_diff_alone"].values())
-    assert alone == sorted(alone, reverse=True) and search["kept_fp32"] == list(search["mean_abs_diff_alone"])[:search["fp32_nodes"]]
-    # four test records: none left over for a separate selection set, and the report says so
+    assert [t["embeddings_fp32"] for t in tried[:6]] == [False, True] * 3
+    # four test records: none left over for a separate selection set, and the report says so; the search,
+    # which fits the inputs it stops on, is then not run
     assert report["int8_selection"] == {"source": report["inputs"]["source"], "n_examples": 4,
                                         "disjoint_from_parity": False}
+    assert "skipped" in tried[-1] and "kept_fp32" not in tried[-1]
     assert list(report["parity"]) == ["fp32"] and report["parity"]["fp32"]["passed"] is True
     assert report["files"] == {"fp32": FP32_FILE}
     refused = report["refused"]["int8"]
@@ -195,6 +191,15 @@ def test_int8_is_chosen_on_records_the_parity_check_does_not_use(bert_seq_run, t
                                         "disjoint_from_parity": True}
     assert report["inputs"]["n_examples"] == 12 and report["int8_status"] == "shipped"
     assert [t["scheme"] for t in report["int8_schemes_tried"]] == ["all"]
+    # with records to choose on and no named scheme passing, the sensitivity search runs: each matrix product
+    # measured alone, at most half kept in fp32, the most damaging first
+    report = export(run, tmp_path / "g", quantize="int8", agreement_floor=1.01, samples=12)
+    search = report["int8_schemes_tried"][-1]
+    assert search["scheme"] == "sensitive_fp32" and not search["passed"] and report["int8_status"] == "refused"
+    assert len(search["mean_abs_diff_alone"]) == search["of_nodes"] > 0
+    assert search["fp32_nodes"] == search["of_nodes"] // 2 == len(search["kept_fp32"])
+    alone = list(search["mean_abs_diff_alone"].values())
+    assert alone == sorted(alone, reverse=True) and search["kept_fp32"] == list(search["mean_abs_diff_alone"])[:search["fp32_nodes"]]
 
 
 def test_int8_status_when_shipped(bert_seq_run, tmp_path):

@@ -535,10 +535,10 @@ def _fuse(staging: Path, config, inputs: ParityInputs, task: str, atol: float) -
     return fusion
 
 
-def _quantize(staging: Path, select: ParityInputs, task: str, floor: float) -> list[dict]:
+def _quantize(staging: Path, select: ParityInputs, task: str, floor: float, disjoint: bool) -> list[dict]:
     """int8 under each scheme in turn (training.onnx_graph) until one keeps the agreement floor on the selection
-    inputs, then the sensitivity search; the last one tried stays in INT8_FILE (the parity check of the report,
-    on other inputs where the run has them, then ships or refuses it)."""
+    inputs, then the sensitivity search (only when `disjoint`: the selection inputs are not the check's); the
+    last one tried stays in INT8_FILE (the parity check of the report then ships or refuses it)."""
     tried = []
     for scheme in applicable_schemes(staging / FP32_FILE):
         log.info("quantising to int8 (%s)", scheme)
@@ -548,6 +548,10 @@ def _quantize(staging: Path, select: ParityInputs, task: str, floor: float) -> l
                       "selection_agreement": round(parity.label_agreement, 5), "passed": parity.passed})
         if parity.passed:
             return tried
+    if not disjoint:  # the search fits the inputs it stops on (docs/export.md): only a separate check may judge it
+        tried.append({"scheme": SENSITIVE_SCHEME, "passed": False,
+                      "skipped": "no records outside the parity check's to choose on"})
+        return tried
     tried.append(_sensitive_fp32(staging, select, task, floor))
     return tried
 
@@ -624,7 +628,7 @@ def export(run_dir: str | Path, out: str | Path, *, quantize: str | None = None,
         # int8 is chosen on other records than the parity check's where the run has them, so that the check
         # that ships it is not the one it was fitted to
         selection = ParityInputs.build(run_dir, model, tokenizer, samples, max_length, held_out=True) or inputs
-        int8_tried = _quantize(staging, selection, task, agreement_floor)
+        int8_tried = _quantize(staging, selection, task, agreement_floor, disjoint=selection is not inputs)
 
     report = {
         "run_dir": str(run_dir.resolve()),
