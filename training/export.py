@@ -623,12 +623,15 @@ def export(run_dir: str | Path, out: str | Path, *, quantize: str | None = None,
     inputs = ParityInputs.build(run_dir, model, tokenizer, samples, max_length)
     fusion = _fuse(staging, model.config, inputs, task, atol) if optimize else {"applied": False,
                                                                              "reason": "--no-optimize"}
-    int8_tried, selection = [], None
+    int8_tried, int8_selection = [], None
     if quantize == "int8":
         # int8 is chosen on other records than the parity check's where the run has them, so that the check
         # that ships it is not the one it was fitted to
-        selection = ParityInputs.build(run_dir, model, tokenizer, samples, max_length, held_out=True) or inputs
-        int8_tried = _quantize(staging, selection, task, agreement_floor, disjoint=selection is not inputs)
+        held_out = ParityInputs.build(run_dir, model, tokenizer, samples, max_length, held_out=True)
+        selection, disjoint = held_out or inputs, held_out is not None
+        int8_tried = _quantize(staging, selection, task, agreement_floor, disjoint=disjoint)
+        int8_selection = {"source": selection.source, "n_examples": selection.n_examples,
+                          "disjoint_from_parity": disjoint}
 
     report = {
         "run_dir": str(run_dir.resolve()),
@@ -649,8 +652,7 @@ def export(run_dir: str | Path, out: str | Path, *, quantize: str | None = None,
     report["fusion"] = fusion
     if int8_tried:
         report["int8_schemes_tried"] = int8_tried
-        report["int8_selection"] = {"source": selection.source, "n_examples": selection.n_examples,
-                                    "disjoint_from_parity": selection is not inputs}
+        report["int8_selection"] = int8_selection
     int8 = report["parity"].get("int8")
     refused = bool(int8) and not int8["passed"] and report["parity"]["fp32"]["passed"]
     if refused:
