@@ -258,6 +258,9 @@ def main(argv=None) -> None:
                    help="with --cv: keep trained fold models, redo their calibration and scoring")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
                    help="with --cv: override a recipe value")
+    p.add_argument("--apply-to", metavar="RUN_DIR",
+                   help="with --cv, once every fold is trained: write the calibration fitted on all folds' "
+                        "out-of-fold predictions into RUN_DIR/detector.json (the shipped model of the recipe)")
     p.add_argument("--out", required=True, help="output folder")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", datefmt="%H:%M:%S")
@@ -269,7 +272,8 @@ def main(argv=None) -> None:
         if not args.config:
             raise DataError("--cv needs --config (the recipe each fold trains)")
         run_cv(args.config, args.cv, Path(args.out), data_dir=args.data_dir, source=args.cv_source,
-               folds=args.folds, overrides=args.overrides, command=_command(argv), recalibrate=args.recalibrate)
+               folds=args.folds, overrides=args.overrides, command=_command(argv), recalibrate=args.recalibrate,
+               apply_to=Path(args.apply_to) if args.apply_to else None)
         return
     if not args.model or not args.data:
         raise DataError("--model and --data are required (or --cv K --config FILE)")

@@ -93,20 +93,27 @@ def predict(gate, records: list[SpanRecord], batch: int = 64, progress: bool = F
     return out  # type: ignore[return-value]
 
 
+def gold_token_labels(records: list[SpanRecord], preds: list[Prediction]) -> list[list[int] | None]:
+    """Each record's gold label per answer token of its prediction (None where it was not scored): computed once
+    for a threshold sweep instead of once per threshold."""
+    return [None if p.scores is None else token_labels(rec.answer, p.scores.answer_offsets, rec.spans)
+            for rec, p in zip(records, preds)]
+
+
 def scored_items(records: list[SpanRecord], preds: list[Prediction], threshold: float | None = None,
-                 settings=None, calibration=None) -> list[Scored]:
-    """Scored items for the metrics; with `threshold`, spans are rebuilt at that threshold (sweeps)."""
+                 settings=None, calibration=None, gold: list[list[int] | None] | None = None) -> list[Scored]:
+    """Scored items for the metrics; with `threshold`, spans are rebuilt at that threshold (sweeps); `gold`:
+    gold_token_labels of the same records and predictions, when the caller has them."""
+    gold = gold or gold_token_labels(records, preds)
     items = []
-    for rec, p in zip(records, preds):
+    for rec, p, tokens in zip(records, preds, gold):
         if p.scores is None:
             continue
         if threshold is None:
             spans, t = p.spans, effective(settings, calibration, p.scores.task_type)[0]
         else:
             spans, t = scores_to_spans(rec.answer, p.scores, settings, calibration, threshold=threshold), threshold
-        items.append(Scored(rec.task_type, rec.spans, spans,
-                            token_labels(rec.answer, p.scores.answer_offsets, rec.spans),
-                            [int(x >= t) for x in p.scores.probs]))
+        items.append(Scored(rec.task_type, rec.spans, spans, tokens, (p.scores.probs >= t).astype(int).tolist()))
     return items
 
 
@@ -183,7 +190,8 @@ def tasks_with_own_threshold(records: list[SpanRecord]) -> dict[str, list[int]]:
 
 
 def _best_threshold(records, preds, settings, cal) -> tuple[float, float]:
-    scored = [(objective(scored_items(records, preds, threshold=t, settings=settings, calibration=cal)), t)
+    gold = gold_token_labels(records, preds)
+    scored = [(objective(scored_items(records, preds, threshold=t, settings=settings, calibration=cal, gold=gold)), t)
               for t in THRESHOLDS]
     best = max(scored)
     return best[1], best[0]
@@ -262,10 +270,11 @@ def evaluate(gate, records: list[SpanRecord], with_sweep: bool = False) -> tuple
     hm = gate.settings.hallucination_mitigation.hallucination_model
     result = metrics_of(records, preds, hm, gate.detector_calibration)
     if with_sweep:
+        gold = gold_token_labels(records, preds)
         result["sweep"] = [
             {"threshold": t, **{f"{lvl}_{k}": m[lvl]["overall"][k] for lvl in ("example", "span", "token")
                                 for k in ("precision", "recall", "f1")}}
             for t in THRESHOLDS
             for m in [detection_metrics(scored_items(records, preds, threshold=t, settings=hm,
-                                                     calibration=gate.detector_calibration))]]
+                                                     calibration=gate.detector_calibration, gold=gold))]]
     return result, preds
