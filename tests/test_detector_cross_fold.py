@@ -41,7 +41,7 @@ def oof():
 
 
 class _Cfg:
-    class calibration:  # noqa: N801 - stands in for the recipe's dataclass section
+    class calibration:
         window_aggregation, combiner, smoothing = ["max"], ["off", "on"], [0]
 
 
