@@ -265,13 +265,18 @@ def cross_fold_rows(cfg, out: Path, oof: dict[int, tuple[list[SpanRecord], list]
     return rows
 
 
+def check_apply_to(run_dir: Path) -> None:
+    """DataError unless RUN_DIR is a model directory --apply-to can write a calibration into."""
+    if not (Path(run_dir) / "config.json").is_file():
+        raise DataError(f"--apply-to {run_dir}: no config.json: not a Detector run directory")
+
+
 def apply_to_run(cfg, out: Path, oof: dict[int, tuple[list[SpanRecord], list]], run_dir: Path) -> dict:
     """Fit the calibration on every fold's out-of-fold predictions (all folded responses) and write it into
     RUN_DIR/detector.json (the shipped model of the same recipe); the run's own dev-split calibration stays
     beside it as `dev_calibration`. Export the run again afterwards (training.export copies detector.json)."""
     path = run_dir / "detector.json"
-    if not (run_dir / "config.json").is_file():
-        raise DataError(f"--apply-to {run_dir}: no config.json: not a Detector run directory")
+    check_apply_to(run_dir)
     cal = pooled_calibration(cfg, oof, sorted(oof), _settings())
     old = json.loads(path.read_text()) if path.is_file() else {}
     dev = old.get("dev_calibration", old.get("calibration"))
@@ -301,8 +306,8 @@ def run_cv(config: str, k: int, out: Path, data_dir=None, source: str = "ragtrut
 
     if k < 2:
         raise DataError("--cv: K must be at least 2")
-    if apply_to is not None and not (Path(apply_to) / "config.json").is_file():  # before hours of training
-        raise DataError(f"--apply-to {apply_to}: no config.json: not a Detector run directory")
+    if apply_to is not None:  # before hours of training
+        check_apply_to(apply_to)
     cfg = resolve_config_file(DetectorConfig, config, overrides, data_dir)
     out.mkdir(parents=True, exist_ok=True)
     setup_run(cfg, out)  # resolved recipe + log file of the whole CV
@@ -335,8 +340,6 @@ def run_cv(config: str, k: int, out: Path, data_dir=None, source: str = "ragtrut
             by_fold[fold]["calibration_cross_fold"] = row["calibration"]
         if apply_to is not None:
             apply_to_run(cfg, out, oof, Path(apply_to))
-    elif apply_to is not None:
-        raise DataError(f"--apply-to needs all {k} folds trained in {out}; done: {[f['fold'] for f in results]}")
     result = {"config": config, "source": source, "k": k, "n_records": len(folded),
               "n_groups": len(set(assignment)), "folds_done": [f["fold"] for f in results],
               "command": command, "hardware": hardware(), "seconds": round(time.time() - started, 1),
@@ -352,6 +355,8 @@ def run_cv(config: str, k: int, out: Path, data_dir=None, source: str = "ragtrut
               f"{det['span_f1']['mean']:.4f}  token F1 {det['token_f1']['mean']:.4f}  AUROC "
               + ", ".join(f"{t} {v['mean']:.3f}" for t, v in result["summary"]["auroc"].items())
               + f"; report: {out / 'report.md'}")
+    if apply_to is not None and len(results) < k:  # after the summary of the folds done is written
+        raise DataError(f"--apply-to needs all {k} folds trained in {out}; done: {[f['fold'] for f in results]}")
     return result
 
 
