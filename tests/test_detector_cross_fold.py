@@ -43,6 +43,7 @@ def oof():
 class _Cfg:
     class calibration:
         window_aggregation, combiner, smoothing = ["max"], ["off", "on"], [0]
+        selection, task_indicators = "best", "qualified"
 
 
 def test_each_fold_is_calibrated_on_the_other_folds_only(oof, tmp_path, monkeypatch):

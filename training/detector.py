@@ -40,7 +40,7 @@ from training.data.recombine import context_edits, recombine, sentences
 from training.data.records import SpanRecord
 from training.data.spans import SpanDataReport, load_span_source
 from training.data.synthetic import TRANSFORMS, generate_synthetic
-from training.detector_scoring import calibrate, evaluate, runtime_gate
+from training.detector_scoring import SELECTIONS, TASK_INDICATORS, calibrate, evaluate, runtime_gate
 from training.hardware import hardware
 from training.models import build_model, load_tokenizer, resolve_base_model
 from training.trainer import (
@@ -127,6 +127,12 @@ class CalibrationConfig:
     window_aggregation: list[str] = field(default_factory=lambda: ["max", "min"])
     combiner: list[str] = field(default_factory=lambda: ["off", "on"])  # off / on / all (detector_scoring)
     smoothing: list[int] = field(default_factory=lambda: [0])  # moving-average widths over answer tokens (0: none)
+    # best: the highest objective; one_se: the simplest candidate within one bootstrap standard error of it
+    # (training.detector_scoring.SELECTIONS)
+    selection: str = "best"
+    # qualified: task-type indicators in the combiner only for task types that may have their own threshold;
+    # all: every one (training.detector_scoring.TASK_INDICATORS)
+    task_indicators: str = "qualified"
 
     def validate(self):
         if set(self.window_aggregation) - {"max", "min", "mean"} or not self.window_aggregation:
@@ -135,6 +141,11 @@ class CalibrationConfig:
             raise ValueError("calibration.combiner: a non-empty list of off / on / all")
         if not self.smoothing:
             raise ValueError("calibration.smoothing: a non-empty list of token counts >= 0 (0: no smoothing)")
+        if self.selection not in SELECTIONS:
+            raise ValueError(f"calibration.selection: one of {', '.join(SELECTIONS)}, got {self.selection!r}")
+        if self.task_indicators not in TASK_INDICATORS:
+            raise ValueError(f"calibration.task_indicators: one of {', '.join(TASK_INDICATORS)}, "
+                             f"got {self.task_indicators!r}")
         for width in self.smoothing:
             Calibration(smoothing=width)  # the runtime's own check of one width
 
@@ -395,7 +406,8 @@ def train_and_calibrate(cfg: DetectorConfig, train_recs: list[SpanRecord], dev_r
     calibration, table = None, []
     c = cfg.calibration
     if c.enabled and dev_recs and calibrate_run:
-        calibration, table, _ = calibrate(out, dev_recs, c.window_aggregation, c.combiner, c.smoothing)
+        calibration, table, _ = calibrate(out, dev_recs, c.window_aggregation, c.combiner, c.smoothing,
+                                          c.selection, c.task_indicators)
     write_json(out / "detector.json", {
         "format": "[CLS] context [SEP] question [SEP] answer [SEP] (inference.spans)",
         "max_length": ml, "threshold": cfg.eval.threshold, "min_span_chars": cfg.eval.min_span_chars,
@@ -452,7 +464,8 @@ def recalibrate_run(cfg: DetectorConfig) -> None:
         raise DataError(f"the dev split now has {len(dev_recs)} records, the run calibrated on "
                         f"{detector_json['calibration_records']}: the data changed; train again instead")
     c = cfg.calibration
-    calibration, table, _ = calibrate(out, dev_recs, c.window_aggregation, c.combiner, c.smoothing)
+    calibration, table, _ = calibrate(out, dev_recs, c.window_aggregation, c.combiner, c.smoothing, c.selection,
+                                      c.task_indicators)
     fields = {"calibration": calibration.to_dict(), "calibration_candidates": table,
               "calibration_records": len(dev_recs)}
     write_json(out / "detector.json", {**detector_json, **fields})

@@ -18,6 +18,7 @@ from inference.detect import HaluGate
 from inference.detector_stage import (
     ALL_FEATURES,
     DEFAULT_COMBINER_FEATURES,
+    TASK_FEATURES,
     Calibration,
     Combiner,
     DetectorScores,
@@ -189,6 +190,25 @@ def tasks_with_own_threshold(records: list[SpanRecord]) -> dict[str, list[int]]:
     return out
 
 
+# Which task-type indicators the combiner may use (`calibration.task_indicators`): "qualified", those of the
+# task types that may have their own threshold (tasks_with_own_threshold); "all", every one (before 2026-12-03).
+TASK_INDICATORS = ("qualified", "all")
+
+
+def combiner_features(features, by_task: dict[str, list[int]], task_indicators: str = "qualified"
+                      ) -> tuple[str, ...]:
+    """The combiner's features; with "qualified", without the indicators of task types that may not have their
+    own threshold. Why: a task indicator shifts that task's probabilities against the one global threshold,
+    which is a threshold of its own by another name; fitted on the 2-3 hallucinated QA answers of a 15% split
+    it lifted every token of a short QA answer over the threshold (the make-demo Eiffel answer flagged whole),
+    so it follows the same MIN_TASK_CLASS_RECORDS rule as the per-task thresholds."""
+    if task_indicators not in TASK_INDICATORS:
+        raise ValueError(f"calibration.task_indicators: one of {', '.join(TASK_INDICATORS)}, got {task_indicators!r}")
+    if task_indicators == "all":
+        return tuple(features)
+    return tuple(f for f in features if f not in TASK_FEATURES or f.removeprefix("task=") in by_task)
+
+
 def _best_threshold(records, preds, settings, cal) -> tuple[float, float]:
     gold = gold_token_labels(records, preds)
     scored = [(objective(scored_items(records, preds, threshold=t, settings=settings, calibration=cal, gold=gold)), t)
@@ -197,60 +217,136 @@ def _best_threshold(records, preds, settings, cal) -> tuple[float, float]:
     return best[1], best[0]
 
 
+# How a calibration is chosen among its candidates (`calibration.selection`):
+# - "best": the highest objective on the calibration records;
+# - "one_se": the simplest candidate whose objective is within one bootstrap standard error of the best one's
+#   (Breiman's one-standard-error rule). Why: on a few dozen calibration responses the candidates with more
+#   parameters (a combiner, per-task thresholds, smoothing) win by noise as often as by signal, and a combiner
+#   fitted on ~60 responses spread the make-demo Detector's flags over whole answers; on ~500 responses the
+#   standard error shrinks and a richer candidate is kept when its gain is real.
+SELECTIONS = ("best", "one_se")
+BOOTSTRAP_SAMPLES = 200
+_COMPLEXITY = {"off": 0, "on": 1, "all": 2}
+
+
+def objective_stats(items: list[Scored]) -> np.ndarray:
+    """Per response: (overlapping, predicted, gold span characters, example TP, predicted positive, gold
+    positive): the sums the objective is made of, so that resamples of the responses cost one matrix product."""
+    rows = []
+    for it in items:
+        overlap = sum(max(0, min(p["end"], g["end"]) - max(p["start"], g["start"]))
+                      for p in it.pred_spans for g in it.gold_spans)
+        pred, gold = bool(it.pred_spans), bool(it.gold_spans)
+        rows.append((overlap, sum(p["end"] - p["start"] for p in it.pred_spans),
+                     sum(g["end"] - g["start"] for g in it.gold_spans), pred and gold, pred, gold))
+    return np.asarray(rows, dtype=np.float64).reshape(len(rows), 6)
+
+
+def objective_of_stats(stats: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """objective() for each row of `weights` (resample counts per response, shape (B, n)) -> (B,)."""
+    s = np.atleast_2d(weights) @ stats
+
+    def f1(tp, pred, gold):
+        p = np.divide(tp, pred, out=np.zeros_like(tp), where=pred > 0)
+        r = np.divide(tp, gold, out=np.zeros_like(tp), where=gold > 0)
+        return np.divide(2 * p * r, p + r, out=np.zeros_like(tp), where=p + r > 0)
+
+    return 0.5 * (f1(s[:, 0], s[:, 1], s[:, 2]) + f1(s[:, 3], s[:, 4], s[:, 5]))
+
+
+def select_one_se(objectives: list[float], complexities: list[int], stats: list[np.ndarray], seed: int = 0
+                  ) -> tuple[int, list[float]]:
+    """Index of the simplest candidate whose objective is within one standard error of the best one's (ties:
+    the higher objective), and each candidate's standard error of its difference to the best. The error is
+    that of the paired difference over bootstrap resamples of the responses (the same resamples for every
+    candidate), so a candidate that loses on the same responses as the best is not excused by the spread of
+    the responses themselves."""
+    best = int(np.argmax(objectives))
+    n = len(stats[best])
+    if n == 0:
+        return best, [0.0] * len(objectives)
+    weights = np.random.default_rng(seed).multinomial(n, np.full(n, 1.0 / n), size=BOOTSTRAP_SAMPLES)
+    boot = [objective_of_stats(st, weights) for st in stats]
+    ses = [float(np.std(boot[best] - b)) for b in boot]
+    eligible = [i for i in range(len(objectives)) if objectives[best] - objectives[i] <= ses[i]]
+    return min(eligible, key=lambda i: (complexities[i], -objectives[i])), ses
+
+
 def fit_calibration(records: list[SpanRecord], raw: list[Prediction], settings, aggregations=("max", "min"),
-                    combiner_modes=("off", "on"), smoothings=(0,)
-                    ) -> tuple[Calibration, list[dict], dict[str, Calibration]]:
+                    combiner_modes=("off", "on"), smoothings=(0,), selection: str = "best",
+                    task_indicators: str = "qualified") -> tuple[Calibration, list[dict], dict[str, Calibration]]:
     """Choose window aggregation, combiner, smoothing and thresholds (global and per task type) on calibration
     records.
 
     `raw` are the records' runtime predictions (any calibration: only their window probabilities are used).
     Combiner modes: "off" (the model's probabilities), "on" (model + local grounding signals: numbers, names),
     "all" (also the word- and sentence-level absences). Smoothings: widths of the moving average over answer
-    tokens applied after the combiner (inference.detector_stage.smooth; 0 = none). Returns the best
-    calibration, the table of every candidate's objective, and the best calibration of each combiner mode.
+    tokens applied after the combiner (inference.detector_stage.smooth; 0 = none). `selection`: "best" or
+    "one_se" (see SELECTIONS); `task_indicators`: see TASK_INDICATORS. Returns the chosen calibration, the table of every candidate's objective, and
+    the best calibration of each combiner mode.
     """
-    table, best_by_mode, best = [], {}, None
+    if selection not in SELECTIONS:
+        raise ValueError(f"calibration.selection: one of {', '.join(SELECTIONS)}, got {selection!r}")
+    table, best_by_mode = [], {}
+    # every candidate: (objective, complexity, calibration, per-response objective sums, table row)
+    candidates: list[tuple[float, int, Calibration, np.ndarray, dict]] = []
     by_task = tasks_with_own_threshold(records)
     for agg in aggregations:
         base = [Prediction(rescore(p.scores, agg, None), []) if p.scores is not None else p for p in raw]
         for mode in combiner_modes:
-            combiner = fit_combiner(records, base, features=COMBINER_MODES[mode]) if COMBINER_MODES[mode] else None
+            features = COMBINER_MODES[mode]
+            combiner = (fit_combiner(records, base, features=combiner_features(features, by_task, task_indicators))
+                        if features else None)
             for width in smoothings:
                 cal = Calibration(None, agg, combiner, smoothing=width)
                 preds = apply_calibration(records, raw, settings, cal)
                 cal.threshold, global_obj = _best_threshold(records, preds, settings, cal)
+                complexity = _COMPLEXITY[mode] + int(width > 1)
+                row = {"window_aggregation": agg, "combiner": mode, "smoothing": width,
+                       "threshold": cal.threshold, "objective_global_threshold": round(global_obj, 4)}
+                candidates.append((global_obj, complexity, cal,
+                                   objective_stats(scored_items(records, preds, settings=settings, calibration=cal)),
+                                   row))
                 task_t = {}
                 for task, idx in by_task.items():
                     task_t[task] = _best_threshold([records[i] for i in idx], [preds[i] for i in idx], settings,
                                                    cal)[0]
                 per_task = Calibration(cal.threshold, agg, combiner, task_thresholds=task_t or None, smoothing=width)
-                final = apply_calibration(records, raw, settings, per_task)
-                task_obj = objective(scored_items(records, final, settings=settings, calibration=per_task))
-                obj = max(global_obj, task_obj)
-                if task_t and task_obj > global_obj:  # per-task thresholds only when they help on these records
-                    cal = per_task
-                table.append({"window_aggregation": agg, "combiner": mode, "smoothing": width,
-                              "threshold": cal.threshold, "objective_global_threshold": round(global_obj, 4),
-                              "task_thresholds": task_t, "objective_task_thresholds": round(task_obj, 4),
-                              "objective": round(obj, 4)})
-                if mode not in best_by_mode or obj > best_by_mode[mode][0]:
-                    best_by_mode[mode] = (obj, cal)
-                if best is None or obj > best[0]:
-                    best = (obj, cal)
-    assert best is not None
-    log.info("calibration: %s (objective %.4f on %d records)", {**best[1].to_dict(), "combiner": bool(best[1].combiner)},
-             best[0], len(records))
-    return best[1], table, {m: c for m, (_, c) in best_by_mode.items()}
+                task_obj = global_obj
+                if task_t:
+                    final = apply_calibration(records, raw, settings, per_task)
+                    items = scored_items(records, final, settings=settings, calibration=per_task)
+                    task_obj = objective(items)
+                    candidates.append((task_obj, complexity + 1, per_task, objective_stats(items), row))
+                row.update(task_thresholds=task_t, objective_task_thresholds=round(task_obj, 4),
+                           objective=round(max(global_obj, task_obj), 4))
+                table.append(row)
+                # per-task thresholds only when they help on these records
+                mode_best = per_task if task_t and task_obj > global_obj else cal
+                if mode not in best_by_mode or row["objective"] > best_by_mode[mode][0]:
+                    best_by_mode[mode] = (row["objective"], mode_best)
+    objectives = [c[0] for c in candidates]
+    if selection == "one_se":
+        chosen, ses = select_one_se(objectives, [c[1] for c in candidates], [c[3] for c in candidates])
+        for (_, _, cal, _, row), se in zip(candidates, ses):
+            row["se_to_best" + ("_task_thresholds" if cal.task_thresholds else "")] = round(se, 4)
+    else:
+        chosen = int(np.argmax(objectives))  # the first of equals: the global threshold before per-task ones
+    obj, _, best, _, row = candidates[chosen]
+    row["selected"] = "task_thresholds" if best.task_thresholds else "global_threshold"
+    log.info("calibration (%s): %s (objective %.4f on %d records; best candidate %.4f)", selection,
+             {**best.to_dict(), "combiner": bool(best.combiner)}, obj, len(records), max(objectives))
+    return best, table, {m: c for m, (_, c) in best_by_mode.items()}
 
 
 def calibrate(model_dir: str | Path, records: list[SpanRecord], aggregations=("max", "min"),
-              combiner_modes=("off", "on"), smoothings=(0,)
-              ) -> tuple[Calibration, list[dict], dict[str, Calibration]]:
+              combiner_modes=("off", "on"), smoothings=(0,), selection: str = "best",
+              task_indicators: str = "qualified") -> tuple[Calibration, list[dict], dict[str, Calibration]]:
     """fit_calibration on a model dir's runtime predictions (one model pass over the records)."""
     gate = runtime_gate(model_dir, calibration=Calibration())
     raw = predict(gate, records)
     return fit_calibration(records, raw, gate.settings.hallucination_mitigation.hallucination_model, aggregations,
-                           combiner_modes, smoothings)
+                           combiner_modes, smoothings, selection, task_indicators)
 
 
 def metrics_of(records: list[SpanRecord], preds: list[Prediction], settings, cal: Calibration) -> dict:
