@@ -1,17 +1,14 @@
-"""Calibration selection (training.detector_scoring): the one-standard-error rule keeps the simpler candidate
-unless a richer one wins by more than the noise of the calibration responses."""
-
-import re
+"""Calibration rules (training.detector_scoring): the one-standard-error selection keeps the simpler candidate
+unless a richer one wins by more than the noise of the calibration responses, and task-type indicators enter
+the combiner only where the task may have its own threshold."""
 
 import numpy as np
 import pytest
 
-from inference.detector_stage import DetectorScores
-from inference.grounding import grounding_features
+from tests.test_detector_cross_fold import ANSWER, CONTEXT, _prediction, _record
 from training.data.records import SpanRecord
 from training.detector import CalibrationConfig
 from training.detector_scoring import (
-    Prediction,
     fit_calibration,
     objective,
     objective_of_stats,
@@ -19,9 +16,6 @@ from training.detector_scoring import (
     select_one_se,
 )
 from training.span_metrics import Scored
-
-CONTEXT = "The tower in Paris was built from 1887 to 1889 and is 330 meters tall."
-ANSWER = "The tower was built in 1950 and is 500 meters tall. It is in Paris."
 
 
 def _scored(rng) -> Scored:
@@ -62,20 +56,6 @@ def test_one_se_takes_the_richer_candidate_when_the_gain_is_real():
     objectives = [float(objective_of_stats(s, np.ones(60))[0]) for s in stats]
     chosen, _ = select_one_se(objectives, [0, 1], stats)
     assert chosen == 1
-
-
-def _record(i: int, hallucinated: bool) -> SpanRecord:
-    spans = [{"start": 23, "end": 27, "text": "1950"}] if hallucinated else []
-    return SpanRecord(id=f"r{i}", context=CONTEXT, answer=ANSWER, spans=spans, task_type="QA",
-                      source="ragtruth_test_subset", meta={"source_id": str(i)})
-
-
-def _prediction(rec: SpanRecord, rng) -> Prediction:
-    offsets = [(m.start(), m.end()) for m in re.finditer(r"\w+|[^\w\s]", rec.answer)]
-    gold = np.array([any(s["start"] < e and s["end"] > b for s in rec.spans) for b, e in offsets], dtype=float)
-    probs = np.clip(0.1 + 0.6 * gold + rng.normal(0, 0.1, len(offsets)), 0.01, 0.99)
-    g = grounding_features(rec.answer, rec.context, None, offsets)
-    return Prediction(DetectorScores(offsets, probs, probs, g, 1, rec.task_type, [probs]), [])
 
 
 def test_fit_calibration_reports_the_selection_and_the_standard_errors():
