@@ -8,7 +8,9 @@ dir). Used by training.detector (calibration split, held-out split) and eval.det
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -221,9 +223,9 @@ def _best_threshold(records, preds, settings, cal) -> tuple[float, float]:
 # - "best": the highest objective on the calibration records;
 # - "one_se": the simplest candidate whose objective is within one bootstrap standard error of the best one's
 #   (Breiman's one-standard-error rule). Why: on a few dozen calibration responses the candidates with more
-#   parameters (a combiner, per-task thresholds, smoothing) win by noise as often as by signal, and a combiner
-#   fitted on ~60 responses spread the make-demo Detector's flags over whole answers; on ~500 responses the
-#   standard error shrinks and a richer candidate is kept when its gain is real.
+#   parameters (a combiner, per-task thresholds, smoothing) may win by noise; on ~500 responses the standard
+#   error shrinks and a richer candidate is kept when its gain is real. Measured on the make-demo recipe's 5
+#   folds, not adopted (docs/detector.md, "Calibration rules on small calibration splits").
 SELECTIONS = ("best", "one_se")
 BOOTSTRAP_SAMPLES = 200
 _COMPLEXITY = {"off": 0, "on": 1, "all": 2}
@@ -282,14 +284,14 @@ def fit_calibration(records: list[SpanRecord], raw: list[Prediction], settings, 
     Combiner modes: "off" (the model's probabilities), "on" (model + local grounding signals: numbers, names),
     "all" (also the word- and sentence-level absences). Smoothings: widths of the moving average over answer
     tokens applied after the combiner (inference.detector_stage.smooth; 0 = none). `selection`: "best" or
-    "one_se" (see SELECTIONS); `task_indicators`: see TASK_INDICATORS. Returns the chosen calibration, the table of every candidate's objective, and
-    the best calibration of each combiner mode.
+    "one_se" (see SELECTIONS); `task_indicators`: see TASK_INDICATORS. Returns the chosen calibration, the
+    table of every candidate's objective, and the best calibration of each combiner mode.
     """
     if selection not in SELECTIONS:
         raise ValueError(f"calibration.selection: one of {', '.join(SELECTIONS)}, got {selection!r}")
     table, best_by_mode = [], {}
-    # every candidate: (objective, complexity, calibration, per-response objective sums, table row)
-    candidates: list[tuple[float, int, Calibration, np.ndarray, dict]] = []
+    # every candidate: (objective, complexity, calibration, its scored items (called for one_se only), table row)
+    candidates: list[tuple[float, int, Calibration, Callable[[], list[Scored]], dict]] = []
     by_task = tasks_with_own_threshold(records)
     for agg in aggregations:
         base = [Prediction(rescore(p.scores, agg, None), []) if p.scores is not None else p for p in raw]
@@ -304,9 +306,8 @@ def fit_calibration(records: list[SpanRecord], raw: list[Prediction], settings, 
                 complexity = _COMPLEXITY[mode] + int(width > 1)
                 row = {"window_aggregation": agg, "combiner": mode, "smoothing": width,
                        "threshold": cal.threshold, "objective_global_threshold": round(global_obj, 4)}
-                candidates.append((global_obj, complexity, cal,
-                                   objective_stats(scored_items(records, preds, settings=settings, calibration=cal)),
-                                   row))
+                candidates.append((global_obj, complexity, cal, partial(scored_items, records, preds,
+                                                                       settings=settings, calibration=cal), row))
                 task_t = {}
                 for task, idx in by_task.items():
                     task_t[task] = _best_threshold([records[i] for i in idx], [preds[i] for i in idx], settings,
@@ -317,7 +318,7 @@ def fit_calibration(records: list[SpanRecord], raw: list[Prediction], settings, 
                     final = apply_calibration(records, raw, settings, per_task)
                     items = scored_items(records, final, settings=settings, calibration=per_task)
                     task_obj = objective(items)
-                    candidates.append((task_obj, complexity + 1, per_task, objective_stats(items), row))
+                    candidates.append((task_obj, complexity + 1, per_task, partial(list, items), row))
                 row.update(task_thresholds=task_t, objective_task_thresholds=round(task_obj, 4),
                            objective=round(max(global_obj, task_obj), 4))
                 table.append(row)
@@ -327,7 +328,8 @@ def fit_calibration(records: list[SpanRecord], raw: list[Prediction], settings, 
                     best_by_mode[mode] = (row["objective"], mode_best)
     objectives = [c[0] for c in candidates]
     if selection == "one_se":
-        chosen, ses = select_one_se(objectives, [c[1] for c in candidates], [c[3] for c in candidates])
+        chosen, ses = select_one_se(objectives, [c[1] for c in candidates],
+                                    [objective_stats(c[3]()) for c in candidates])
         for (_, _, cal, _, row), se in zip(candidates, ses):
             row["se_to_best" + ("_task_thresholds" if cal.task_thresholds else "")] = round(se, 4)
     else:
