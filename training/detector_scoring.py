@@ -34,7 +34,7 @@ from inference.settings import InferenceSettings
 from inference.spans import token_labels
 from inference.windowing import InputTooLongError
 from training.data.records import SpanRecord
-from training.span_metrics import Scored, detection_metrics, example_level, span_level
+from training.span_metrics import Scored, detection_metrics, example_level, span_chars, span_level
 
 log = logging.getLogger("halugate.training.detector")
 
@@ -236,11 +236,8 @@ def objective_stats(items: list[Scored]) -> np.ndarray:
     positive): the sums the objective is made of, so that resamples of the responses cost one matrix product."""
     rows = []
     for it in items:
-        overlap = sum(max(0, min(p["end"], g["end"]) - max(p["start"], g["start"]))
-                      for p in it.pred_spans for g in it.gold_spans)
         pred, gold = bool(it.pred_spans), bool(it.gold_spans)
-        rows.append((overlap, sum(p["end"] - p["start"] for p in it.pred_spans),
-                     sum(g["end"] - g["start"] for g in it.gold_spans), pred and gold, pred, gold))
+        rows.append((*span_chars(it), pred and gold, pred, gold))
     return np.asarray(rows, dtype=np.float64).reshape(len(rows), 6)
 
 

@@ -44,14 +44,19 @@ def example_level(items: Sequence[Scored]) -> dict:
             "gold_positive": int(sum(y_true)), "pred_positive": int(sum(y_pred))}
 
 
+def span_chars(it: Scored) -> tuple[int, int, int]:
+    """One response's (overlapping, predicted, gold) span characters: what span_level sums."""
+    overlap = sum(max(0, min(ps["end"], gs["end"]) - max(ps["start"], gs["start"]))
+                  for ps in it.pred_spans for gs in it.gold_spans)
+    return (overlap, sum(s["end"] - s["start"] for s in it.pred_spans),
+            sum(s["end"] - s["start"] for s in it.gold_spans))
+
+
 def span_level(items: Sequence[Scored]) -> dict:
     overlap = predicted = gold = 0
     for it in items:
-        predicted += sum(s["end"] - s["start"] for s in it.pred_spans)
-        gold += sum(s["end"] - s["start"] for s in it.gold_spans)
-        for ps in it.pred_spans:
-            for gs in it.gold_spans:
-                overlap += max(0, min(ps["end"], gs["end"]) - max(ps["start"], gs["start"]))
+        o, p_chars, g_chars = span_chars(it)
+        overlap, predicted, gold = overlap + o, predicted + p_chars, gold + g_chars
     p = overlap / predicted if predicted else 0.0
     r = overlap / gold if gold else 0.0
     return {"precision": p, "recall": r, "f1": _prf(p, r), "overlap_chars": overlap,
