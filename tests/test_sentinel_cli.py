@@ -124,6 +124,25 @@ def test_lora_targets_follow_architecture(tiny_modernbert_dir, tiny_bert_dir):
     assert set(bert.peft_config["default"].target_modules) == {"query", "value"}
 
 
+def test_build_model_seed_fixes_new_head_and_lora(tiny_bert_dir):
+    """The run's seed makes the fresh head and the LoRA matrices reproducible (two runs of one recipe train the same
+    model); the global RNG state before the call does not matter."""
+    import torch
+
+    from training.config import LoraConfig
+    from training.models import build_model
+
+    def trainable(seed, noise):
+        torch.manual_seed(noise)  # whatever ran before (data loading, another model) leaves the RNG anywhere
+        m = build_model(tiny_bert_dir, "token", ["a", "b"], LoraConfig(r=4, alpha=8), seed=seed)
+        return {n: p.detach().clone() for n, p in m.named_parameters() if p.requires_grad}
+
+    a, b, c = trainable(42, 1), trainable(42, 2), trainable(7, 1)
+    assert a.keys() == b.keys() and any("classifier" in n for n in a) and any("lora_A" in n for n in a)
+    assert all(torch.equal(a[n], b[n]) for n in a)
+    assert not all(torch.equal(a[n], c[n]) for n in a)
+
+
 def test_offline_minilm_resolves(minilm_dir):
     assert (resolve_base_model("offline:minilm") == minilm_dir)
     with pytest.raises(BaseModelError, match="offline:minilm"):

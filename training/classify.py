@@ -58,7 +58,8 @@ def run_sequence_classification(cfg, train_recs, dev_recs, test_recs, labels: li
     base = resolve_base_model(cfg.model.base_model)
     log.info("base model %s -> %s", cfg.model.base_model, base)
     tokenizer = load_tokenizer(base)
-    model = build_model(base, "sequence", labels, cfg.model.lora, attention_dropout=cfg.model.attention_dropout)
+    model = build_model(base, "sequence", labels, cfg.model.lora, attention_dropout=cfg.model.attention_dropout,
+                        seed=cfg.run.seed)
     if hasattr(model, "print_trainable_parameters"):
         model.print_trainable_parameters()
 

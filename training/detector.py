@@ -385,7 +385,8 @@ def train_and_calibrate(cfg: DetectorConfig, train_recs: list[SpanRecord], dev_r
     log.info(window_line)
     log.info("train: %d examples, %d tokens per epoch; augmentation %s", len(train_f), n_tokens, dict(aug_stats))
 
-    model = build_model(base, "token", DETECTOR_LABELS, cfg.model.lora, attention_dropout=cfg.model.attention_dropout)
+    model = build_model(base, "token", DETECTOR_LABELS, cfg.model.lora, attention_dropout=cfg.model.attention_dropout,
+                        seed=cfg.run.seed)
     weights = None
     if cfg.train.class_weighted:
         weights = class_weights([x for f in train_f for x in f["labels"]], len(DETECTOR_LABELS))

@@ -216,13 +216,23 @@ def set_attention_dropout(config, value: float) -> None:
 
 
 def build_model(path: str, task: str, labels: list[str], lora=None, dropout: float | None = None,
-                attention_dropout: float | None = None):
+                attention_dropout: float | None = None, seed: int | None = None):
     """Load `path` with a fresh head for `task` ("sequence" | "token"); wrap it in LoRA when configured.
 
     `lora` is a training.config.LoraConfig (enabled, r, alpha, dropout, target_modules); `attention_dropout`
-    (model.attention_dropout) overrides the base model's dropout on attention probabilities.
+    (model.attention_dropout) overrides the base model's dropout on attention probabilities. `seed` (the run's
+    seed) fixes the random initialisation of the new head and the LoRA matrices: the Trainer seeds only when it
+    starts, after the model exists, so without it two runs of one recipe started from different heads.
     """
-    from transformers import AutoConfig, AutoModelForSequenceClassification, AutoModelForTokenClassification
+    from transformers import (
+        AutoConfig,
+        AutoModelForSequenceClassification,
+        AutoModelForTokenClassification,
+        set_seed,
+    )
+
+    if seed is not None:
+        set_seed(seed)
 
     config = AutoConfig.from_pretrained(
         path, num_labels=len(labels), id2label=id2label(labels), label2id=label2id(labels)
