@@ -7,6 +7,8 @@ Severity (hallucination_model.nli_entailment_threshold = 0.75, nli_model.thresho
     entailment    -> dropped when confidence >= nli_entailment_threshold (and enable_nli_filtering), else 1
     NLI confidence under nli_model.threshold lowers the severity by one (never below 1: a kept span is a finding)
     no NLI (use_nli false, or no Explainer configured) -> 2, nli_label null
+    ungrounded span (hallucination_model.keep_ungrounded: a number, quantity or name of the span that the context
+    lacks, Span.ungrounded) -> never dropped, at least 2: the exact check outranks an NLI "entailment"
 
 Evidence: each explained span names the premise the Explainer judged it against. The candidates for one
 hypothesis are the `max_premise_windows` token windows of the context sharing the most content words with it
@@ -235,21 +237,34 @@ def pick_evidence(candidates: Sequence[Premise], decisive: Sequence[int], near: 
 
 
 def severity(label: str | None, confidence: float | None, *, entailment_threshold: float,
-             low_confidence: float, filter_entailed: bool = True) -> int | None:
-    """Severity 1-4, or None when the span is dropped (entailed with enough confidence)."""
+             low_confidence: float, filter_entailed: bool = True, ungrounded: bool = False) -> int | None:
+    """Severity 1-4, or None when the span is dropped (entailed with enough confidence). An `ungrounded` span
+    (a number or name the context lacks, by exact check) is never dropped and is at least a "neutral" finding:
+    the context does not state what the span says, whatever a small NLI model concludes."""
     if label is None or confidence is None:
         return UNEXPLAINED_SEVERITY
-    if label == "entailment" and filter_entailed and confidence >= entailment_threshold:
+    if label == "entailment" and filter_entailed and confidence >= entailment_threshold and not ungrounded:
         return None
     level = SEVERITY[label]
     if confidence < low_confidence:
         level -= 1
-    return max(level, 1)
+    return max(level, SEVERITY["neutral"] if ungrounded else 1)
 
 
 def explanation(label: str | None, confidence: float | None, detector_confidence: float, hypothesis: str,
-                reason: str = "", evidence: Premise | None = None) -> str:
-    """The finding in words; with `evidence`, the context passage it was judged against and where it is."""
+                reason: str = "", evidence: Premise | None = None, ungrounded: Sequence[str] = ()) -> str:
+    """The finding in words; with `evidence`, the context passage it was judged against and where it is; with
+    `ungrounded`, the span's numbers / names that the context lacks (an exact check, stated first)."""
+    text = _explanation(label, confidence, detector_confidence, hypothesis, reason, evidence)
+    if not ungrounded:
+        return text
+    missing = ", ".join(f'"{t}"' for t in ungrounded)
+    if label == "entailment":  # the exact check overrules the NLI verdict: say so rather than "supported"
+        return f"Not in the context: {missing} (exact check; the NLI entailment verdict is overruled). {text}"
+    return f"Not in the context: {missing}. {text}"
+
+
+def _explanation(label, confidence, detector_confidence, hypothesis, reason, evidence) -> str:
     where = ""
     if evidence is not None:
         quoted = " ".join(evidence.text.split())

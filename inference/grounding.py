@@ -161,6 +161,11 @@ def grounding_features(answer: str, context: str, question: str | None,
     return feats
 
 
+def terms_within(terms: Sequence[dict], start: int, end: int) -> list[str]:
+    """Texts of the `unsupported_spans` entries that overlap answer[start:end] (a flagged span's ungrounded terms)."""
+    return [t["text"] for t in terms if t["start"] < end and start < t["end"]]
+
+
 def unsupported_spans(answer: str, context: str, question: str | None = None, words: bool = False) -> list[dict]:
     """Answer words whose number or name signal fires (with `words`: any content word absent from the context),
     merged when adjacent: the rule-only reference rows of the evaluation, and a readable view of the signals."""

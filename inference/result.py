@@ -98,6 +98,7 @@ class Span:
     explanation: str = ""
     evidence: Evidence | None = None
     premise_coverage: float | None = None
+    ungrounded: list[str] = field(default_factory=list)  # numbers / quantities / names in the span the context lacks
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -107,6 +108,7 @@ class Span:
             "explanation": str(self.explanation),
             "evidence": self.evidence.to_dict() if self.evidence is not None else None,
             "premise_coverage": _r(self.premise_coverage),
+            "ungrounded": [str(t) for t in self.ungrounded],
         }
 
 

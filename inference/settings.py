@@ -7,7 +7,8 @@
       fail_mode: open                    # open: pass the answer when a model is unavailable; closed: withhold it
       fact_check_model:    {model_id, threshold: (unset: the model's calibrated one, else 0.6), use_cpu}
       hallucination_model: {model_id, threshold: 0.8, use_cpu: true, min_span_length, min_span_confidence,
-                            enable_nli_filtering, nli_entailment_threshold, window_overlap, max_context_tokens}
+                            enable_nli_filtering, nli_entailment_threshold, keep_ungrounded, window_overlap,
+                            max_context_tokens}
       nli_model:           {model_id, threshold: 0.7, use_cpu: true, hypothesis: sentence, max_premise_windows,
                             max_premise_sentences, max_nli_pairs, max_pair_tokens}
     decisions:                           # seed: config.yaml decisions with rules and the hallucination plugin
@@ -81,6 +82,10 @@ class DetectorSettings(ModelSettings):
                                            # above the threshold in effect)
     enable_nli_filtering: bool = True      # entailed spans with confidence >= nli_entailment_threshold dropped
     nli_entailment_threshold: float = 0.75
+    keep_ungrounded: bool = True           # a span holding a number, quantity or name that the context lacks
+                                           # (Span.ungrounded, an exact check) is never dropped as entailed, and
+                                           # its severity is at least that of "neutral": small NLI models miss
+                                           # number swaps ("500 meters" against "330 meters")
     max_length: int = 0                    # tokens per window; 0 = the model's position limit
     window_overlap: int = 32               # at least this many context tokens shared by consecutive windows
                                            # (the fewest windows that allow it, spread evenly)

@@ -154,7 +154,7 @@ def test_a_span_a_sentence_entails_skips_its_windows_and_the_result_is_the_one_p
         g = gate(minilm_dir, explainer=explainer, detector=FlagWords(minilm_dir, {"paris", "1950"}))
         if one_pass:  # the reference: every candidate of every hypothesis read in one call
             monkeypatch.setattr(ExplainerStage, "score", staticmethod(
-                lambda runner, pairs, jobs, hm: (runner.classify(pairs), set())))
+                lambda runner, pairs, jobs, hm, guarded=(): (runner.classify(pairs), set())))
         d = g.detect(**args).to_dict()
         monkeypatch.undo()
         d.pop("timings_ms")
@@ -166,6 +166,43 @@ def test_a_span_a_sentence_entails_skips_its_windows_and_the_result_is_the_one_p
     assert [s["text"] for s in two["spans"]] == ["1950"]  # "Paris" is entailed by a sentence: dropped
     assert two["spans"][0]["nli_label"] == "contradiction"
     assert pairs_two < pairs_one  # the entailed hypothesis's windows were not read
+
+
+class CredulousExplainer(FakeExplainer):
+    """Calls every pair entailed with confidence 0.95: a small NLI model that misses number swaps."""
+
+    def row(self, ids, mask, types):
+        return np.array([3.0, 0.0, 0.0], dtype=np.float32)[[EXPLAINER_LABELS.index(x) for x in
+                                                             ("entailment", "neutral", "contradiction")]]
+
+
+@pytest.mark.parametrize("keep", [True, False])
+def test_an_ungrounded_span_is_never_dropped_as_entailed(minilm_dir, keep):
+    g = gate(minilm_dir, f"hallucination_mitigation.hallucination_model.keep_ungrounded={str(keep).lower()}",
+             explainer=CredulousExplainer(minilm_dir), detector=FlagWords(minilm_dir, {"1950", "500", "paris"}))
+    answer = "The Eiffel Tower was built in 1950 and is 500 meters tall. It stands in Paris."
+    r = g.detect(context=EIFFEL_CONTEXT, question=EIFFEL_QUESTION, answer=answer)
+    if not keep:  # the NLI verdict alone decides: all three dropped as entailed
+        assert r.spans == [] and r.hallucination_detected is False
+        return
+    spans = {s.text: s for s in r.spans}
+    assert set(spans) == {"1950", "500"}  # "Paris" is in the context: the entailment verdict drops it
+    assert spans["1950"].ungrounded == ["1950"] and spans["500"].ungrounded == ["500 meters"]
+    for s in spans.values():
+        assert s.nli_label == "entailment" and s.nli_confidence > 0.75  # the model's verdict, reported as it is
+        assert s.severity == explain.SEVERITY["neutral"]
+        assert s.explanation.startswith('Not in the context: "') and "overruled" in s.explanation
+    assert r.to_dict()["spans"][1]["ungrounded"] == ["500 meters"] and r.hallucination_detected is True
+
+
+def test_ungrounded_terms_of_a_span():
+    from inference.grounding import terms_within, unsupported_spans
+
+    answer = "Built in 1,887 and 1950, it is 330 m tall, says Gustave Eiffel."
+    terms = unsupported_spans(answer, "The tower was built 1887-1889 by Gustave Eiffel. It is 330 meters tall.")
+    assert [t["text"] for t in terms] == ["1950"]  # 1,887 = 1887; 330 m = 330 meters; the names are there
+    start = answer.index("1950")
+    assert terms_within(terms, start - 4, start + 1) == ["1950"] and terms_within(terms, 0, start) == []
 
 
 def test_without_filtering_every_candidate_is_read(minilm_dir):

@@ -334,7 +334,7 @@ EXPECTED_KEYS = ["schema", "status", "reason", "fact_check_needed", "fact_check_
                  "answer", "warning", "headers", "decision", "errors", "context_tokens", "detector_windows",
                  "detector_context_coverage", "timings_ms", "context_truncated_for_nli"]
 SPAN_KEYS = ["start", "end", "text", "confidence", "nli_label", "nli_confidence", "severity", "explanation",
-             "evidence", "premise_coverage"]
+             "evidence", "premise_coverage", "ungrounded"]
 
 
 def test_json_is_stable_in_keys_order_and_types(make_gate):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from inference import explain
+from inference import explain, grounding
 from inference.detector_stage import scores_to_spans
 from inference.labels import DETECTOR_LABELS
 from inference.result import Span
@@ -33,9 +33,15 @@ class DetectorStage(Stage):
         for it, sc in zip(items, scores):
             raw = scores_to_spans(it.data.answer, sc, hm, gate.detector_calibration)
             it.result.hallucination_score = sc.score
-            it.result.spans = [
-                Span(start=s["start"], end=s["end"], text=s["text"], confidence=s["confidence"],
-                     severity=explain.UNEXPLAINED_SEVERITY,
-                     explanation=explain.explanation(None, None, s["confidence"], "", "NLI not run"))
-                for s in raw]
+            # The exact check next to the model's judgement: numbers, quantities and names of each span that the
+            # context (and question) lacks. The Explainer stage never drops such a span as entailed.
+            absent = grounding.unsupported_spans(it.data.answer, it.context, it.data.question) if raw else []
+            it.result.spans = []
+            for s in raw:
+                missing = grounding.terms_within(absent, s["start"], s["end"])
+                it.result.spans.append(Span(
+                    start=s["start"], end=s["end"], text=s["text"], confidence=s["confidence"],
+                    severity=explain.UNEXPLAINED_SEVERITY, ungrounded=missing,
+                    explanation=explain.explanation(None, None, s["confidence"], "", "NLI not run",
+                                                    ungrounded=missing)))
             it.result.hallucination_detected = bool(it.result.spans)

@@ -30,7 +30,8 @@ class ExplainerStage(Stage):
         for it in items:
             if not it.plugin.use_nli:
                 for s in it.result.spans:
-                    s.explanation = explain.explanation(None, None, s.confidence, "", "use_nli is off")
+                    s.explanation = explain.explanation(None, None, s.confidence, "", "use_nli is off",
+                                                        ungrounded=s.ungrounded)
         if not wanted:
             return
         if runner is None:
@@ -40,7 +41,8 @@ class ExplainerStage(Stage):
             else:
                 for it in wanted:
                     for s in it.result.spans:
-                        s.explanation = explain.explanation(None, None, s.confidence, "", "no Explainer configured")
+                        s.explanation = explain.explanation(None, None, s.confidence, "", "no Explainer configured",
+                                                            ungrounded=s.ungrounded)
             return
         nm = m.nli_model
         hyp_of: list[list[str]] = []
@@ -65,8 +67,11 @@ class ExplainerStage(Stage):
             jobs[(k, hyp)] = (read, len(pairs))
             pairs.extend(nli_pair(p.text + ("\n" + question if question else ""), hyp) for p in read)
         hm = m.hallucination_model
+        # Hypotheses holding an ungrounded span are never settled (dropped) by an entailing sentence.
+        guarded = {(k, hyp) for k, it in enumerate(wanted) for s, hyp in zip(it.result.spans, hyp_of[k])
+                   if hm.keep_ungrounded and s.ungrounded}
         try:
-            probs, settled = self.score(runner, pairs, jobs, hm)
+            probs, settled = self.score(runner, pairs, jobs, hm, guarded)
         except Exception as exc:  # noqa: BLE001
             for it in wanted:
                 gate.fail(it, "explainer", f"run failed: {type(exc).__name__}: {exc}")
@@ -81,8 +86,10 @@ class ExplainerStage(Stage):
                     continue
                 p = probs[first:first + len(read)]
                 label, conf, decisive = explain.decide_nli(p, runner.labels)
+                ungrounded = hm.keep_ungrounded and bool(s.ungrounded)
                 level = explain.severity(label, conf, entailment_threshold=hm.nli_entailment_threshold,
-                                         low_confidence=nm.threshold, filter_entailed=hm.enable_nli_filtering)
+                                         low_confidence=nm.threshold, filter_entailed=hm.enable_nli_filtering,
+                                         ungrounded=ungrounded)
                 if level is None:
                     continue
                 best = explain.pick_evidence(read, decisive, explain.span_words(it.data.answer, s.start, s.end))
@@ -90,7 +97,8 @@ class ExplainerStage(Stage):
                 s.evidence = Evidence(ev.text, ev.start, ev.end, ev.kind,
                                       {lab: float(p[best][column[lab]]) for lab in EXPLAINER_LABELS})
                 s.nli_label, s.nli_confidence, s.severity = label, conf, level
-                s.explanation = explain.explanation(label, conf, s.confidence, hyp, evidence=ev)
+                s.explanation = explain.explanation(label, conf, s.confidence, hyp, evidence=ev,
+                                                    ungrounded=s.ungrounded if ungrounded else ())
                 kept.append(s)
             # True when, for some span, the Explainer read less than the whole context.
             it.result.context_truncated_for_nli = any(s.premise_coverage < 1.0 for s in it.result.spans)
@@ -98,12 +106,13 @@ class ExplainerStage(Stage):
             it.result.hallucination_detected = bool(kept)
 
     @staticmethod
-    def score(runner, pairs, jobs, hm) -> tuple[np.ndarray, set]:
+    def score(runner, pairs, jobs, hm, guarded=frozenset()) -> tuple[np.ndarray, set]:
         """NLI probabilities of `pairs`, in two passes when entailed spans are dropped: the sentence candidates
         first (short, so cheap), then the windows of the hypotheses no sentence settled. A hypothesis that a
         sentence entails with confidence >= nli_entailment_threshold is dropped whatever its windows say
         (decide_nli puts entailment first and reports the highest entailment confidence), so its windows are
         not read: the result is the one-pass result, with less work when the Detector flags supported text.
+        Jobs in `guarded` (hypotheses of ungrounded spans, which are never dropped) are never settled.
         Returns the probabilities (rows of unread pairs are NaN) and the settled jobs."""
         n = len(runner.labels)
         probs = np.full((len(pairs), n), np.nan, dtype=np.float32)
@@ -114,7 +123,7 @@ class ExplainerStage(Stage):
         if first_pass:
             probs[first_pass] = runner.classify([pairs[i] for i in first_pass])
         settled = {job for job, (read, first) in jobs.items()
-                   if any(p.kind == "sentence" and r.argmax() == entail and r[entail] >= hm.nli_entailment_threshold
+                   if job not in guarded and any(p.kind == "sentence" and r.argmax() == entail and r[entail] >= hm.nli_entailment_threshold
                           for r, p in zip(probs[first:first + len(read)], read))}
         second_pass = [first + i for job, (read, first) in jobs.items() if job not in settled
                        for i, p in enumerate(read) if p.kind != "sentence"]
