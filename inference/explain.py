@@ -255,24 +255,28 @@ def explanation(label: str | None, confidence: float | None, detector_confidence
                 reason: str = "", evidence: Premise | None = None, ungrounded: Sequence[str] = ()) -> str:
     """The finding in words; with `evidence`, the context passage it was judged against and where it is; with
     `ungrounded`, the span's numbers / names that the context lacks (an exact check, stated first)."""
-    text = _explanation(label, confidence, detector_confidence, hypothesis, reason, evidence)
+    overruled = bool(ungrounded) and label == "entailment"
+    text = _explanation(label, confidence, detector_confidence, hypothesis, reason, evidence, overruled)
     if not ungrounded:
         return text
     missing = ", ".join(f'"{t}"' for t in ungrounded)
-    if label == "entailment":  # the exact check overrules the NLI verdict: say so rather than "supported"
-        return f"Not in the context: {missing} (exact check; the NLI entailment verdict is overruled). {text}"
-    return f"Not in the context: {missing}. {text}"
+    return f"Not in the context: {missing}{'' if overruled else '.'} {text}"
 
 
-def _explanation(label, confidence, detector_confidence, hypothesis, reason, evidence) -> str:
+def _explanation(label, confidence, detector_confidence, hypothesis, reason, evidence, overruled=False) -> str:
     where = ""
     if evidence is not None:
         quoted = " ".join(evidence.text.split())
         if len(quoted) > 300:
             quoted = quoted[:297] + "..."
         verb = {"contradiction": "contradicted by", "entailment": "supported by"}.get(
-            label or "", "closest context passage read")
+            label or "", "closest passage read in the")
+        if overruled:
+            verb = "closest passage read in the"
         where = f"; {verb} context [{evidence.start}:{evidence.end}]: \"{quoted}\""
+    if overruled:  # an exact check (the span's number / name is absent) outranks a small NLI model's verdict
+        return (f"(exact check, which overrules the Explainer's entailment {confidence:.2f}): "
+                f"\"{hypothesis}\"{where}")
     if label == "contradiction":
         return f"Contradicted by the context (NLI contradiction {confidence:.2f}): \"{hypothesis}\"{where}"
     if label == "neutral":

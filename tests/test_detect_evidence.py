@@ -191,7 +191,7 @@ def test_an_ungrounded_span_is_never_dropped_as_entailed(minilm_dir, keep):
     for s in spans.values():
         assert s.nli_label == "entailment" and s.nli_confidence > 0.75  # the model's verdict, reported as it is
         assert s.severity == explain.SEVERITY["neutral"]
-        assert s.explanation.startswith('Not in the context: "') and "overruled" in s.explanation
+        assert s.explanation.startswith('Not in the context: "') and "overrules the Explainer's entailment" in s.explanation
     assert r.to_dict()["spans"][1]["ungrounded"] == ["500 meters"] and r.hallucination_detected is True
 
 
