@@ -92,6 +92,8 @@ class ExplainerStage(Stage):
                                          ungrounded=ungrounded)
                 if level is None:
                     continue
+                if ungrounded and label == "entailment":  # overruled: no passage supports it, so show the one
+                    decisive = list(range(len(read)))     # nearest the span's own words, not the "entailing" one
                 best = explain.pick_evidence(read, decisive, explain.span_words(it.data.answer, s.start, s.end))
                 ev = read[best]
                 s.evidence = Evidence(ev.text, ev.start, ev.end, ev.kind,
