@@ -252,10 +252,12 @@ def severity(label: str | None, confidence: float | None, *, entailment_threshol
 
 
 def explanation(label: str | None, confidence: float | None, detector_confidence: float, hypothesis: str,
-                reason: str = "", evidence: Premise | None = None, ungrounded: Sequence[str] = ()) -> str:
+                reason: str = "", evidence: Premise | None = None, ungrounded: Sequence[str] = (),
+                overrule: bool = True) -> str:
     """The finding in words; with `evidence`, the context passage it was judged against and where it is; with
-    `ungrounded`, the span's numbers / names that the context lacks (an exact check, stated first)."""
-    overruled = bool(ungrounded) and label == "entailment"
+    `ungrounded`, the span's numbers / names that the context lacks (an exact check, stated first), which
+    overrules an "entailment" verdict when `overrule` (hallucination_model.keep_ungrounded)."""
+    overruled = overrule and bool(ungrounded) and label == "entailment"
     text = _explanation(label, confidence, detector_confidence, hypothesis, reason, evidence, overruled)
     if not ungrounded:
         return text
@@ -263,16 +265,14 @@ def explanation(label: str | None, confidence: float | None, detector_confidence
     return f"Not in the context: {missing}{'' if overruled else '.'} {text}"
 
 
-def _explanation(label, confidence, detector_confidence, hypothesis, reason, evidence, overruled=False) -> str:
+def _explanation(label, confidence, detector_confidence, hypothesis, reason, evidence, overruled) -> str:
     where = ""
     if evidence is not None:
         quoted = " ".join(evidence.text.split())
         if len(quoted) > 300:
             quoted = quoted[:297] + "..."
-        verb = {"contradiction": "contradicted by", "entailment": "supported by"}.get(
-            label or "", "closest passage read in the")
-        if overruled:
-            verb = "closest passage read in the"
+        verb = "closest passage read in the" if overruled else {
+            "contradiction": "contradicted by", "entailment": "supported by"}.get(label or "", "closest passage read in the")
         where = f"; {verb} context [{evidence.start}:{evidence.end}]: \"{quoted}\""
     if overruled:  # an exact check (the span's number / name is absent) outranks a small NLI model's verdict
         return (f"(exact check, which overrules the Explainer's entailment {confidence:.2f}): "

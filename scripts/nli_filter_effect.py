@@ -22,11 +22,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from inference.config import apply_overrides, from_dict, to_dict
-from inference.detect import HaluGate
 from inference.detector_stage import load_detector_json
-from inference.settings import InferenceSettings
 from training.data.spans import SpanDataReport, load_span_source
+from training.detector_scoring import runtime_gate
 from training.span_metrics import Scored, example_level, span_level
 
 VARIANTS = {
@@ -36,18 +34,13 @@ VARIANTS = {
 }
 
 
-def gate_for(fold_dir: Path, explainer: str, overrides: list[str]) -> HaluGate:
-    data = to_dict(InferenceSettings())
-    m = data["hallucination_mitigation"]
-    m.update(backend="torch", precision="fp32")
-    m["hallucination_model"]["model_id"] = str(fold_dir)
-    m["fact_check_model"]["model_id"] = ""  # no Sentinel: every response is checked
-    m["nli_model"]["model_id"] = explainer
-    apply_overrides(data, overrides)
-    gate = HaluGate(from_dict(InferenceSettings, data, "<nli_filter_effect>"))
+def gate_for(fold_dir: Path, explainer: str, overrides: list[str]):
+    """The evaluation's runtime gate (no Sentinel: every response is checked) with the fold's own calibration,
+    plus the Explainer unless `overrides` take it out again."""
+    gate = runtime_gate(fold_dir, overrides=[f"hallucination_mitigation.nli_model.model_id={explainer}", *overrides],
+                        calibration=load_detector_json(fold_dir)[0])
     if gate.load_errors:
         raise SystemExit(f"error: {fold_dir}: {gate.load_errors}")
-    gate.detector_calibration = load_detector_json(fold_dir)[0]  # the fold's own calibration
     return gate
 
 

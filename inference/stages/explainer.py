@@ -69,7 +69,7 @@ class ExplainerStage(Stage):
         hm = m.hallucination_model
         # Hypotheses holding an ungrounded span are never settled (dropped) by an entailing sentence.
         guarded = {(k, hyp) for k, it in enumerate(wanted) for s, hyp in zip(it.result.spans, hyp_of[k])
-                   if hm.keep_ungrounded and s.ungrounded}
+                   if _guarded(hm, s)}
         try:
             probs, settled = self.score(runner, pairs, jobs, hm, guarded)
         except Exception as exc:  # noqa: BLE001
@@ -86,7 +86,7 @@ class ExplainerStage(Stage):
                     continue
                 p = probs[first:first + len(read)]
                 label, conf, decisive = explain.decide_nli(p, runner.labels)
-                ungrounded = hm.keep_ungrounded and bool(s.ungrounded)
+                ungrounded = _guarded(hm, s)
                 level = explain.severity(label, conf, entailment_threshold=hm.nli_entailment_threshold,
                                          low_confidence=nm.threshold, filter_entailed=hm.enable_nli_filtering,
                                          ungrounded=ungrounded)
@@ -100,7 +100,7 @@ class ExplainerStage(Stage):
                                       {lab: float(p[best][column[lab]]) for lab in EXPLAINER_LABELS})
                 s.nli_label, s.nli_confidence, s.severity = label, conf, level
                 s.explanation = explain.explanation(label, conf, s.confidence, hyp, evidence=ev,
-                                                    ungrounded=s.ungrounded if ungrounded else ())
+                                                    ungrounded=s.ungrounded, overrule=hm.keep_ungrounded)
                 kept.append(s)
             # True when, for some span, the Explainer read less than the whole context.
             it.result.context_truncated_for_nli = any(s.premise_coverage < 1.0 for s in it.result.spans)
@@ -132,6 +132,11 @@ class ExplainerStage(Stage):
         if second_pass:
             probs[second_pass] = runner.classify([pairs[i] for i in second_pass])
         return probs, settled
+
+
+def _guarded(hm, span) -> bool:
+    """An ungrounded span under keep_ungrounded: never dropped as entailed (the exact check outranks the NLI)."""
+    return hm.keep_ungrounded and bool(span.ungrounded)
 
 
 def pair_tokens(runner, requested: int | None = None) -> int:
