@@ -35,6 +35,7 @@ from inference.detector_stage import (
     DetectorScores,
     effective,
     load_detector_json,
+    load_structured_context,
     score_answers,
 )
 from inference.labels import DETECTOR_LABELS
@@ -44,6 +45,7 @@ from inference.runners import ClassifierRunner, load_runner
 from inference.settings import InferenceSettings, default_config_path, load_settings
 from inference.spans import SpecialTokens
 from inference.stages import Stage, label_index, pipeline
+from inference.structured import as_structured_text
 from inference.windowing import (
     InputTooLongError,
     context_coverage,
@@ -103,10 +105,12 @@ class HaluGate:
                     self.load_errors[stage.name] = str(exc)
         self.detector_calibration = Calibration()
         self.detector_trained_fill: str | None = None
+        self.detector_structured_context = "json"  # how the Detector reads a JSON context (inference.structured)
         if self.runners["detector"] is not None:
             try:
                 self.detector_calibration, self.detector_trained_fill = load_detector_json(
                     self.runners["detector"].model_dir)
+                self.detector_structured_context = load_structured_context(self.runners["detector"].model_dir)
             except ValueError as exc:
                 self.runners["detector"] = None
                 self.load_errors["detector"] = str(exc)
@@ -271,6 +275,14 @@ class HaluGate:
         return score_answers(runner, jobs, self.settings.hallucination_mitigation.hallucination_model,
                              self.detector_calibration, hallucinated)
 
+    def context_documents(self, documents: Sequence[str]) -> list[str]:
+        """The documents as every stage reads them: a document that is one JSON object / array becomes
+        "key: value" lines when the Detector was trained on those (detector.json "structured_context": "text"),
+        so evidence offsets then point into that rendering; otherwise unchanged."""
+        if self.detector_structured_context != "text":
+            return list(documents)
+        return [as_structured_text(d) or d for d in documents]
+
     def prepare(self, raw: list, where=lambda i: f"inputs[{i}]") -> list[_Item]:
         """Parse inputs and build their Detector windows exactly as detect_batch does (for evaluation)."""
         m = self.settings.hallucination_mitigation
@@ -278,7 +290,7 @@ class HaluGate:
         detector = self.runners["detector"]
         max_windows = self.max_windows()
         for i, it in enumerate(items):
-            it.context = join_documents(it.data.context)
+            it.context = join_documents(self.context_documents(it.data.context))
             if detector is not None and m.enabled and it.context and it.data.answer.strip():
                 it.windows = detector_windows(
                     detector.tokenizer, it.context, it.data.question, it.data.answer,

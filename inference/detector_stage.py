@@ -30,6 +30,7 @@ import numpy as np
 from inference.grounding import FEATURES, ContextIndex, grounding_features
 from inference.runners import Features
 from inference.spans import TASK_TYPES, WINDOW_FILLS, DetectorInput, answer_token_probs, token_probs_to_spans
+from inference.structured import STYLES as STRUCTURED_STYLES
 
 log = logging.getLogger("halugate.inference")
 
@@ -154,6 +155,21 @@ def load_detector_json(model_dir: str | Path | None) -> tuple[Calibration, str |
     if fill is not None and fill not in WINDOW_FILLS:
         raise ValueError(f"{path}: window_fill must be one of {', '.join(WINDOW_FILLS)}, got {fill!r}")
     return calibration, fill
+
+
+def load_structured_context(model_dir: str | Path | None) -> str:
+    """How the Detector was trained to read a context that is one JSON object / array: "json" (as given; also
+    for models that do not say) or "text" ("key: value" lines, inference.structured); ValueError otherwise."""
+    path = Path(model_dir) / CALIBRATION_FILE if model_dir else None
+    if path is None or not path.is_file():
+        return "json"
+    try:
+        style = json.loads(path.read_text(encoding="utf-8")).get("structured_context", "json")
+    except (OSError, ValueError, AttributeError) as exc:
+        raise ValueError(f"{path}: unreadable ({exc})") from None
+    if style not in STRUCTURED_STYLES:
+        raise ValueError(f"{path}: structured_context must be one of {', '.join(STRUCTURED_STYLES)}, got {style!r}")
+    return style
 
 
 def in_force(settings, calibration: Calibration | None) -> Calibration | None:

@@ -30,6 +30,7 @@ from inference.detector_stage import Calibration
 from inference.grounding import ContextIndex, word_signals
 from inference.labels import DETECTOR_LABELS, IGNORE_INDEX
 from inference.spans import AnswerTooLongError, context_windows, encode_detector_input
+from inference.structured import as_structured_text
 from inference.windowing import rank_windows
 from training.classify import write_jsonl
 from training.cli import resolve_config, run_cli, training_parser
@@ -95,6 +96,10 @@ class DetectorData:
     # runtime then reads the model's contexts the same way: detector.json "window_fill": "packed")
     training_windows: Literal["answer_overlap", "head", "packed"] = "answer_overlap"
     window_overlap: int = 128  # context tokens shared by consecutive windows (as the runtime's default)
+    # a context that is one JSON object / array (RAGTruth's Data2txt rows): compact JSON as the data has it, or
+    # "key: value" lines (inference.structured); the runtime reads the model's contexts the same way
+    # (detector.json "structured_context": "text")
+    structured_context: Literal["json", "text"] = "json"
     eval_sources: list[SourceSpec] = field(default_factory=list)  # evaluation-only sets scored after training
     split: SplitConfig = field(default_factory=lambda: SplitConfig(dev=0.1, test=0.1))
     max_answer_chars: int = 6000
@@ -212,6 +217,9 @@ def load_mixture(cfg: DetectorConfig, data_dir, report) -> tuple[list[SpanRecord
                                           transforms=d.synthetic.transforms, max_edits=d.synthetic.max_edits)
         log.info("synthetic: %d records from %d faithful pairs: %s", len(synth), len(pairs), dict(stats))
         records.extend(synth)
+    if d.structured_context == "text":
+        for r in records:
+            r.context = as_structured_text(r.context) or r.context
     records, n_dup = dedup(records, key=lambda r: f"{r.answer}\x00{r.context[:2000]}")
     if n_dup:
         log.info("dropped %d duplicate (context, answer) records", n_dup)
@@ -402,6 +410,8 @@ def train_and_calibrate(cfg: DetectorConfig, train_recs: list[SpanRecord], dev_r
     dev_metrics = trainer.evaluate()
     save_model(trainer, tokenizer, out, DETECTOR_LABELS)
     plan = {"window_fill": "packed"} if d.training_windows == "packed" else {}
+    if d.structured_context != "json":
+        plan["structured_context"] = d.structured_context
     if plan:  # the runtime (calibration below, CV scoring) reads the model's plan
         write_json(out / "detector.json", plan)
     calibration, table = None, []
