@@ -220,6 +220,24 @@ def aggregate(per_window: list[np.ndarray], how: str) -> np.ndarray:
     return stacked.max(axis=0)
 
 
+def read_context(context: str, windows: list[DetectorInput]) -> str:
+    """The context the grounding signals compare the answer with: what the Detector's windows hold. That is the
+    whole context unless `max_windows` (or a packed window) left parts out; then only the text of the windows
+    read, so that passages the Detector never saw do not lend their words and numbers to the answer. Measured:
+    docs/inference.md, "Quality on long contexts" (a 4K context of mostly unrelated passages otherwise hides
+    most flags behind the combiner's grounding signals)."""
+    if not windows or not windows[0].context_tokens:
+        return context
+    ranges = [r for w in windows for r in (w.meta.get("context_token_ranges") or [w.context_token_range])]
+    covered = set()
+    for a, b in ranges:
+        covered.update(range(a, b))
+    if len(covered) >= windows[0].context_tokens:
+        return context
+    chars = [r for w in windows for r in (w.meta.get("context_char_ranges") or [w.context_char_range])]
+    return "\n".join(context[a:b] for a, b in sorted(set(chars)))
+
+
 def score_answers(runner, jobs: list[DetectorJob], settings, calibration: Calibration | None = None,
                   hallucinated_id: int = 1) -> list[DetectorScores]:
     """Run every window of every job in one batched runner call; combine per token; apply the combiner."""
@@ -233,8 +251,9 @@ def score_answers(runner, jobs: list[DetectorJob], settings, calibration: Calibr
             per_window.append(answer_token_probs(logits[pos], w, hallucinated_id))
             pos += 1
         offsets = list(job.windows[0].answer_offsets) if job.windows else []
-        grounding = grounding_features(job.answer, job.context, job.question, offsets,
-                                       ContextIndex(f"{job.context}\n{job.question or ''}"))
+        read = read_context(job.context, job.windows)
+        grounding = grounding_features(job.answer, read, job.question, offsets,
+                                       ContextIndex(f"{read}\n{job.question or ''}"))
         raw = DetectorScores(offsets, np.zeros(0), np.zeros(0), grounding, len(job.windows), job.task_type,
                              per_window)
         out.append(rescore(raw, aggregation, combiner, smoothing_of(settings, calibration)))

@@ -172,3 +172,66 @@ def test_window_fill_auto_follows_the_plan_the_detector_was_trained_with(minilm_
     assert gate("even").window_fill() == "even"  # an explicit setting wins
     (run / "detector.json").write_text(json.dumps({"window_fill": "diagonal"}))
     assert "window_fill must be one of" in gate().load_errors["detector"]  # a bad plan is a load error
+
+
+# ---- grounding signals against what the windows hold (inference.detector_stage.read_context) -----------------
+
+def test_grounding_reads_only_the_kept_windows_when_max_windows_drops_some(hf_tok):
+    from inference.detector_stage import read_context
+    from inference.grounding import FEATURES, ContextIndex, grounding_features
+    from inference.windowing import detector_windows
+
+    far = " ".join(f"Unrelated{i} remark number {i + 2000} about other things." for i in range(80))
+    context = "The Eiffel Tower was built from 1887 to 1889 in Paris. " + far
+    answer = "The Eiffel Tower was built in 1887 and is 2050 meters tall."  # 2050 only in a far passage
+
+    def windows(k):
+        return detector_windows(hf_tok, context, None, answer, max_length=96, overlap=8, max_context_tokens=10_000,
+                                task_type=None, max_windows=k)
+
+    every = windows(0)
+    assert len(every) > 4 and read_context(context, every) == context  # all read: the whole context, unchanged
+    kept = windows(1)  # the window sharing the most words with the answer: the Eiffel sentence
+    read = read_context(context, kept)
+    assert "1887" in read and "2050" not in read and len(read) < len(context) / 4
+
+    def unsupported_2050(text):
+        feats = grounding_features(answer, text, None, kept[0].answer_offsets, ContextIndex(text))
+        start = answer.index("2050")
+        i = next(j for j, (s, e) in enumerate(kept[0].answer_offsets) if s <= start < e)
+        return feats[i, FEATURES.index("number_unsupported")]
+
+    # a number the Detector never read counts as unsupported, as it does when the context lacks it
+    assert unsupported_2050(context) == 0.0 and unsupported_2050(read) == 1.0
+
+
+def test_the_detector_stage_grounds_on_the_windows_it_read(minilm_dir, tmp_path):
+    from detect_helpers import make_run_dir
+
+    from inference.config import apply_overrides, from_dict
+    from inference.detect import HaluGate
+    from inference.grounding import FEATURES
+    from inference.settings import InferenceSettings
+
+    run = make_run_dir(tmp_path / "det", "token", ["SUPPORTED", "HALLUCINATED"], minilm_dir)
+    far = " ".join(f"Unrelated{i} remark number {i + 2000} about other things." for i in range(80))
+    x = {"context": "The Eiffel Tower was built from 1887 to 1889 in Paris. " + far,
+         "answer": "The Eiffel Tower was built in 1887 and is 2050 meters tall."}
+
+    def number_flag(max_windows):
+        gate = HaluGate(from_dict(InferenceSettings, apply_overrides({}, [
+            "hallucination_mitigation.backend=torch", f"hallucination_mitigation.hallucination_model.model_id={run}",
+            "hallucination_mitigation.hallucination_model.max_length=96",
+            "hallucination_mitigation.hallucination_model.window_aggregation=min",
+            f"hallucination_mitigation.hallucination_model.max_windows={max_windows}",
+            "hallucination_mitigation.fact_check_model.model_id=", "hallucination_mitigation.nli_model.model_id="]),
+            "<test>"))
+        scores = gate.score_tokens(gate.prepare([x]))[0]
+        start = x["answer"].index("2050")
+        i = next(j for j, (s, e) in enumerate(scores.answer_offsets) if s <= start < e)
+        return scores.windows, scores.grounding[i, FEATURES.index("number_unsupported")]
+
+    n_all, flag_all = number_flag(0)
+    n_one, flag_one = number_flag(1)
+    assert n_all > 4 and n_one == 1
+    assert flag_all == 0.0 and flag_one == 1.0  # 2050 sits in a window the Detector did not read
