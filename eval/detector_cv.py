@@ -72,6 +72,24 @@ def _mean_std(values: list[float]) -> dict:
             "folds": [round(v, 4) for v in values]}
 
 
+def fold_split(cfg, train_recs: list[SpanRecord], extra_train: list[SpanRecord] = ()
+               ) -> tuple[list[SpanRecord], list[SpanRecord]]:
+    """(training records, calibration records) of one fold: the recipe's dev share of the folded source's
+    training part calibrates; `extra_train` (the recipe's other sources) only trains."""
+    s = cfg.data.split
+    fit, calib, _ = group_split([*extra_train, *train_recs], (1 - s.dev, s.dev, 0.0), cfg.run.seed,
+                                train_only={r.source for r in extra_train})
+    return fit, calib
+
+
+def add_fold_model_arguments(parser) -> None:
+    """The arguments of a script that re-scores the fold models of `eval.detector --cv`."""
+    parser.add_argument("--cv-dir", required=True, help="output of eval.detector --cv (fold-0 ... fold-K-1)")
+    parser.add_argument("--config", required=True, help="the recipe the CV ran (for the same records and folds)")
+    parser.add_argument("--data-dir", help="default $HALUGATE_DATA_DIR")
+    parser.add_argument("--source", default="ragtruth_test_subset")
+
+
 def run_fold(cfg, fold: int, train_recs: list[SpanRecord], test_recs: list[SpanRecord], out: Path,
              recalibrate: bool = False, extra_train: list[SpanRecord] = ()) -> dict:
     """Train (unless the fold's model exists and only a recalibration is asked), calibrate, score fold k.
@@ -83,9 +101,7 @@ def run_fold(cfg, fold: int, train_recs: list[SpanRecord], test_recs: list[SpanR
         log.info("fold %d: done already (%s)", fold, done)
         return json.loads(done.read_text())
     out.mkdir(parents=True, exist_ok=True)
-    s = cfg.data.split
-    fit, calib, _ = group_split([*extra_train, *train_recs], (1 - s.dev, s.dev, 0.0), cfg.run.seed,
-                                train_only={r.source for r in extra_train})
+    fit, calib = fold_split(cfg, train_recs, extra_train)
     log.info("fold %d: %d train / %d calibration / %d test records", fold, len(fit), len(calib), len(test_recs))
     cfg.run.output_dir = str(out)
     info_path = out / "train_info.json"

@@ -34,14 +34,14 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from eval.detector_cv import fold_of_sources
+from eval.detector_cv import add_fold_model_arguments, fold_of_sources, fold_split
 from inference.detector_stage import Calibration, rescore, scores_to_spans
 from inference.grounding import ContextIndex, grounding_features
 from inference.windowing import select_windows
 from training.cli import resolve_config_file
 from training.data.base import resolve_data_dir
 from training.data.spans import SpanDataReport
-from training.detector import DetectorConfig, group_key, group_split, load_mixture
+from training.detector import DetectorConfig, group_key, load_mixture
 from training.detector_scoring import Prediction, _input, fit_calibration, metrics_of, predict, runtime_gate
 
 AGGREGATIONS = ("max", "min")
@@ -137,10 +137,7 @@ def score_fold(fold_dir: Path, cfg, calib, test, lengths, max_windows_list, seed
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--cv-dir", required=True, help="output of eval.detector --cv (fold-0 ... fold-K-1)")
-    p.add_argument("--config", required=True, help="the recipe the CV ran (for the same records and folds)")
-    p.add_argument("--data-dir", help="default $HALUGATE_DATA_DIR")
-    p.add_argument("--source", default="ragtruth_test_subset")
+    add_fold_model_arguments(p)
     p.add_argument("--lengths", default="0,2048,4096", help="context lengths in Detector tokens (0: original)")
     p.add_argument("--max-windows", default="0,4,2", help="window budgets under min aggregation (0: all)")
     p.add_argument("--folds", type=int, nargs="*", help="fold numbers (default: all)")
@@ -174,10 +171,7 @@ def main(argv=None) -> int:
         k = int(fold_dir.name.split("-")[1])
         test = [r for r in records if assignment[group_key(r)] == k]
         train = [r for r in records if assignment[group_key(r)] != k]
-        # the fold's calibration split exactly as eval.detector --cv drew it
-        s = cfg.data.split
-        _, calib, _ = group_split([*others, *train], (1 - s.dev, s.dev, 0.0), cfg.run.seed,
-                                  train_only={r.source for r in others})
+        _, calib = fold_split(cfg, train, others)  # the fold's calibration split, as eval.detector --cv drew it
         if args.limit:
             test = random.Random(args.seed).sample(test, min(args.limit, len(test)))
         per_fold[fold_dir.name] = score_fold(fold_dir, cfg, calib, test, lengths, budgets, args.seed,

@@ -28,7 +28,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from eval.detector_cv import cv_records
+from eval.detector_cv import add_fold_model_arguments, cv_records
 from training.detector_scoring import _input, metrics_of, predict, runtime_gate
 
 
@@ -52,10 +52,7 @@ def window_key(gate, rec) -> tuple[tuple, int]:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--cv-dir", required=True, help="output of eval.detector --cv (fold-0 ... fold-K-1)")
-    p.add_argument("--config", required=True, help="the recipe the CV ran (for the same records and folds)")
-    p.add_argument("--data-dir", help="default $HALUGATE_DATA_DIR")
-    p.add_argument("--source", default="ragtruth_test_subset")
+    add_fold_model_arguments(p)
     p.add_argument("--plans", default="128:0,32:0,0:0,32:4,32:2,32:1", help="OVERLAP:MAX_WINDOWS,... (first = reference)")
     p.add_argument("--out", required=True)
     args = p.parse_args(argv)

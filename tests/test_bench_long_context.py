@@ -4,19 +4,14 @@ The measurement itself needs CV fold models and the data; its figures are in doc
 
 from __future__ import annotations
 
-import importlib.util
 import random
-from pathlib import Path
 
 import pytest
+from script_loader import load_script
 
 
 def _script():
-    path = Path(__file__).parents[1] / "scripts" / "bench_long_context.py"
-    spec = importlib.util.spec_from_file_location("bench_long_context", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("bench_long_context")
 
 
 class WordTokenizer:

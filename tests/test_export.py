@@ -287,12 +287,9 @@ def test_refuses_pickles_and_existing_out(tmp_path, bert_seq_run):
 
 def test_bench_script_runs_on_an_export(bert_seq_run, tmp_path, capsys):
     """scripts/bench_export.py end to end on a tiny export (figures are not checked: timing is not a test)."""
-    import importlib.util
+    from script_loader import load_script
 
-    spec = importlib.util.spec_from_file_location("bench_export", Path(__file__).parents[1] / "scripts" /
-                                                  "bench_export.py")
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = load_script("bench_export")
     out = tmp_path / "export"
     export(bert_seq_run, out, quantize="int8", agreement_floor=0.0)
     result_json = tmp_path / "bench.json"

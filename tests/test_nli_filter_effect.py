@@ -3,16 +3,11 @@ models and the data; its figures are in the README, not asserted here)."""
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
+from script_loader import load_script
 
 
 def _script():
-    path = Path(__file__).parents[1] / "scripts" / "nli_filter_effect.py"
-    spec = importlib.util.spec_from_file_location("nli_filter_effect", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("nli_filter_effect")
 
 
 def test_missing_cv_dir_exits_2_naming_it(tmp_path, capsys):
