@@ -238,7 +238,8 @@ class HaluGate:
 
     def max_windows(self) -> int:
         """Windows per answer: `max_windows` only under `min` window aggregation, where dropping a window can only
-        raise a token's probability (no flag is lost); under `max` every window is read."""
+        raise the model's probability for a token; under `max` every window is read. (The grounding signals then
+        describe the windows read: detector_stage.read_context.)"""
         hm = self.settings.hallucination_mitigation.hallucination_model
         _, aggregation, combiner = effective(hm, self.detector_calibration)
         monotone = combiner is None or dict(zip(combiner.features, combiner.coef)).get("model_logit", 0.0) > 0

@@ -87,7 +87,7 @@ def select_windows(windows: list[DetectorInput], context: str, answer: str, max_
                    ) -> list[DetectorInput]:
     """The `max_windows` windows that share the most words with the answer, in document order (all windows
     when max_windows is 0 or there are no more than that). Skipping windows is safe for recall only under
-    `min` aggregation (a token's probability can only rise when windows are dropped); docs/inference.md has
+    `min` aggregation (the model's probability for a token can only rise when windows are dropped); docs/inference.md has
     what it cost on RAGTruth."""
     if max_windows <= 0 or len(windows) <= max_windows:
         return windows
