@@ -35,7 +35,6 @@ from inference.detector_stage import (
     DetectorScores,
     effective,
     load_detector_json,
-    load_structured_context,
     score_answers,
 )
 from inference.labels import DETECTOR_LABELS
@@ -108,9 +107,8 @@ class HaluGate:
         self.detector_structured_context = "json"  # how the Detector reads a JSON context (inference.structured)
         if self.runners["detector"] is not None:
             try:
-                self.detector_calibration, self.detector_trained_fill = load_detector_json(
-                    self.runners["detector"].model_dir)
-                self.detector_structured_context = load_structured_context(self.runners["detector"].model_dir)
+                (self.detector_calibration, self.detector_trained_fill,
+                 self.detector_structured_context) = load_detector_json(self.runners["detector"].model_dir)
             except ValueError as exc:
                 self.runners["detector"] = None
                 self.load_errors["detector"] = str(exc)

@@ -31,6 +31,7 @@ from inference.grounding import FEATURES, ContextIndex, grounding_features
 from inference.runners import Features
 from inference.spans import TASK_TYPES, WINDOW_FILLS, DetectorInput, answer_token_probs, token_probs_to_spans
 from inference.structured import STYLES as STRUCTURED_STYLES
+from inference.windowing import context_coverage
 
 log = logging.getLogger("halugate.inference")
 
@@ -139,37 +140,28 @@ class DetectorScores:
         return float(self.probs.max()) if len(self.probs) else 0.0
 
 
-def load_detector_json(model_dir: str | Path | None) -> tuple[Calibration, str | None]:
-    """What MODEL_DIR/detector.json tells the runtime, read once: the calibration, and the window plan the
-    Detector was trained with ("window_fill", written by training.detector for the `packed` plan; None: trained
-    on contiguous windows). Without the file: no calibration, no plan; ValueError when it is unreadable."""
+def load_detector_json(model_dir: str | Path | None) -> tuple[Calibration, str | None, str]:
+    """What MODEL_DIR/detector.json tells the runtime, read once: the calibration, the window plan the Detector
+    was trained with ("window_fill", written by training.detector for the `packed` plan; None: trained on
+    contiguous windows), and how it reads a context that is one JSON object / array ("structured_context":
+    "json" as given, also for models that do not say, or "text", inference.structured). Without the file: no
+    calibration, no plan, "json"; ValueError when it is unreadable."""
     path = Path(model_dir) / CALIBRATION_FILE if model_dir else None
     if path is None or not path.is_file():
-        return Calibration(), None
+        return Calibration(), None, "json"
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
         calibration = Calibration.from_dict(data.get("calibration"), str(path))
         fill = data.get("window_fill")
+        structured = data.get("structured_context", "json")
     except (OSError, ValueError, TypeError, AttributeError) as exc:
         raise ValueError(f"{path}: unreadable calibration ({exc})") from None
     if fill is not None and fill not in WINDOW_FILLS:
         raise ValueError(f"{path}: window_fill must be one of {', '.join(WINDOW_FILLS)}, got {fill!r}")
-    return calibration, fill
-
-
-def load_structured_context(model_dir: str | Path | None) -> str:
-    """How the Detector was trained to read a context that is one JSON object / array: "json" (as given; also
-    for models that do not say) or "text" ("key: value" lines, inference.structured); ValueError otherwise."""
-    path = Path(model_dir) / CALIBRATION_FILE if model_dir else None
-    if path is None or not path.is_file():
-        return "json"
-    try:
-        style = json.loads(path.read_text(encoding="utf-8")).get("structured_context", "json")
-    except (OSError, ValueError, AttributeError) as exc:
-        raise ValueError(f"{path}: unreadable ({exc})") from None
-    if style not in STRUCTURED_STYLES:
-        raise ValueError(f"{path}: structured_context must be one of {', '.join(STRUCTURED_STYLES)}, got {style!r}")
-    return style
+    if structured not in STRUCTURED_STYLES:
+        raise ValueError(f"{path}: structured_context must be one of {', '.join(STRUCTURED_STYLES)}, "
+                         f"got {structured!r}")
+    return calibration, fill, structured
 
 
 def in_force(settings, calibration: Calibration | None) -> Calibration | None:
@@ -226,13 +218,8 @@ def read_context(context: str, windows: list[DetectorInput]) -> str:
     read, so that passages the Detector never saw do not lend their words and numbers to the answer. Measured:
     docs/inference.md, "Quality on long contexts" (a 4K context of mostly unrelated passages otherwise hides
     most flags behind the combiner's grounding signals)."""
-    if not windows or not windows[0].context_tokens:
-        return context
-    ranges = [r for w in windows for r in (w.meta.get("context_token_ranges") or [w.context_token_range])]
-    covered = set()
-    for a, b in ranges:
-        covered.update(range(a, b))
-    if len(covered) >= windows[0].context_tokens:
+    coverage = context_coverage(windows)
+    if coverage is None or coverage >= 1.0:
         return context
     chars = [r for w in windows for r in (w.meta.get("context_char_ranges") or [w.context_char_range])]
     return "\n".join(context[a:b] for a, b in sorted(set(chars)))

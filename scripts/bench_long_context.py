@@ -35,7 +35,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from eval.detector_cv import add_fold_model_arguments, fold_of_sources, fold_split
-from inference.detector_stage import Calibration, rescore, scores_to_spans
+from inference.detector_stage import Calibration, read_context, rescore, scores_to_spans
 from inference.grounding import ContextIndex, grounding_features
 from inference.windowing import select_windows
 from training.cli import resolve_config_file
@@ -79,11 +79,11 @@ def padded_context(context: str, others: list[str], tokenizer, length: int, rng:
 
 
 def read_grounding(item, windows, offsets) -> np.ndarray:
-    """The grounding signals of the answer against the context the kept windows hold (and the question), instead
-    of the whole context: what a runtime that read only those windows would know."""
-    text = "\n".join(item.context[a:b] for a, b in (w.context_char_range for w in windows))
-    full = f"{text}\n{item.data.question or ''}"
-    return grounding_features(item.data.answer, text, item.data.question, offsets, ContextIndex(full))
+    """The grounding signals as the runtime computes them when it reads only `windows`
+    (inference.detector_stage.read_context: the kept windows' text when they leave parts of the context out)."""
+    text = read_context(item.context, windows)
+    return grounding_features(item.data.answer, text, item.data.question, offsets,
+                              ContextIndex(f"{text}\n{item.data.question or ''}"))
 
 
 def score_fold(fold_dir: Path, cfg, calib, test, lengths, max_windows_list, seed: int,
