@@ -235,13 +235,16 @@ class HaluGate:
         return min(configured, detector.max_length) if configured else detector.max_length
 
     def max_windows(self) -> int:
-        """Windows per answer: `max_windows` only under `min` window aggregation, where dropping a window can only
-        raise the model's probability for a token; under `max` every window is read. (The grounding signals then
-        describe the windows read: detector_stage.read_context.)"""
+        """Windows per answer. Under `min` window aggregation `max_windows` applies (dropping a window can only
+        raise the model's probability for a token); under `max` only with `max_windows_under: any`, where a
+        dropped window can only lower it, else every window is read. (The grounding signals then describe the
+        windows read: detector_stage.read_context.)"""
         hm = self.settings.hallucination_mitigation.hallucination_model
         _, aggregation, combiner = effective(hm, self.detector_calibration)
+        if aggregation == "max":
+            return hm.max_windows if hm.max_windows_under == "any" else 0
         monotone = combiner is None or dict(zip(combiner.features, combiner.coef)).get("model_logit", 0.0) > 0
-        return hm.max_windows if aggregation == "min" and monotone else 0
+        return hm.max_windows if monotone else 0
 
     def window_fill(self) -> str:
         """The Detector's window plan: the configured one, or (`auto`) the one it was trained with, else even."""

@@ -42,7 +42,7 @@ ALL_FEATURES = (MODEL_FEATURE, *FEATURES, *TASK_FEATURES)
 # What training.detector fits by default: the word- and sentence-level absences spread a flag over whole
 # sentences (they help example-level detection but blur localisation), so only exact, local signals are used.
 DEFAULT_COMBINER_FEATURES = (MODEL_FEATURE, "number_unsupported", "entity_unsupported", "function_word",
-                             *TASK_FEATURES)
+                             "falsy_field", *TASK_FEATURES)
 _EPS = 1e-6
 
 

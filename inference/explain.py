@@ -13,9 +13,11 @@ Severity (hallucination_model.nli_entailment_threshold = 0.75, nli_model.thresho
 Evidence: each explained span names the premise the Explainer judged it against. The candidates for one
 hypothesis are the `max_premise_windows` token windows of the context sharing the most content words with it
 (inference.windowing) plus the `max_premise_sentences` context sentences sharing the most (a sentence is the
-precise evidence a window holds somewhere). All are scored; the verdict combines them (combine_nli) and the
-evidence is the candidate as decisive as the verdict (within EVIDENCE_TIE): a sentence if one is, the one
-nearest the span's own words.
+precise evidence a window holds somewhere), plus, for a span's ungrounded numbers ("1950", "500 meters"), the
+context sentence stating a quantity of the same kind (counterpart_sentences: "built from 1887 to 1889").
+All are scored; the verdict combines them (combine_nli) and the evidence is the candidate as decisive as the
+verdict (within EVIDENCE_TIE): the counterpart of the span's own number if one is, else a sentence if one is,
+the one nearest the span's own words.
 `max_nli_pairs` caps the pairs scored per request (the latency budget): sentence candidates go first, then
 windows, down to one window per hypothesis.
 """
@@ -28,7 +30,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from inference.grounding import content_words
+from inference.grounding import content_words, quantity_kinds
 from inference.windowing import premise_windows, rank_premises
 
 SEVERITY = {"contradiction": 4, "neutral": 2, "entailment": 1}
@@ -116,6 +118,7 @@ class Premise:
     end: int
     kind: str
     rank: int = 0
+    counterpart_of: tuple[str, ...] = ()  # ungrounded terms whose quantity this sentence states (counterparts)
 
 
 @dataclass
@@ -124,11 +127,12 @@ class PremiseSet:
 
     windows: list[Premise] = field(default_factory=list)
     sentences: list[Premise] = field(default_factory=list)
+    counterparts: list[Premise] = field(default_factory=list)  # read whatever the budget: few, and the evidence
 
-    def pick(self, k: int, m: int) -> list[Premise]:
-        """The k best windows (document order) and the m best sentences."""
+    def pick(self, k: int, m: int, counterparts: bool = True) -> list[Premise]:
+        """The k best windows (document order), the counterpart sentences and the m best other sentences."""
         best = sorted(self.windows, key=lambda w: w.rank)[:k]
-        return sorted(best, key=lambda w: w.start) + self.sentences[:m]
+        return sorted(best, key=lambda w: w.start) + (self.counterparts if counterparts else []) + self.sentences[:m]
 
 
 def _locate(context: str, pieces: Sequence[str]) -> list[tuple[int, int]]:
@@ -161,11 +165,32 @@ def context_sentences(context: str) -> list[tuple[int, int]]:
     return out
 
 
+def counterpart_sentences(context: str, hypothesis: str, terms: Sequence[str]) -> list[Premise]:
+    """For each ungrounded number term of a hypothesis ("1950", "500 meters"), the context sentence that states a
+    quantity of the same kind (inference.grounding.quantity_kinds: the same unit, a year for a year), sharing the
+    most content words with the hypothesis (then the first): what the context says instead, the evidence a user
+    needs ("built from 1887 to 1889"). Terms without a number (names) have none."""
+    target = content_words(hypothesis)
+    bounds = context_sentences(context)
+    kinds_of = [set(quantity_kinds(context[a:b])) for a, b in bounds]
+    found: dict[tuple[int, int], list[str]] = {}
+    for term in terms:
+        kinds = set(quantity_kinds(term))
+        matches = [i for i, ks in enumerate(kinds_of) if ks & kinds]
+        if not matches:
+            continue
+        best = min(matches, key=lambda i: (-len(target & content_words(context[slice(*bounds[i])])), i))
+        found.setdefault(bounds[best], []).append(term)
+    return [Premise(context[a:b], a, b, "sentence", -1, tuple(ts)) for (a, b), ts in sorted(found.items())]
+
+
 def premise_candidates(tokenizer, context: str, hypothesis: str, budget: int, max_windows: int,
-                       max_sentences: int) -> PremiseSet:
+                       max_sentences: int, terms: Sequence[str] = ()) -> PremiseSet:
     """Windows (premise_windows of `budget` tokens; the `max_windows` sharing the most content words with the
-    hypothesis) and sentences (the `max_sentences` sharing the most, at least one word, not already a whole
-    window), each with its offsets in the context and its overlap rank."""
+    hypothesis), the counterpart sentences of its ungrounded `terms` (counterpart_sentences) and sentences (the
+    `max_sentences` sharing the most, at least one word, not already a whole window or a counterpart), each with
+    its offsets in the context and its overlap rank."""
+    counterparts = counterpart_sentences(context, hypothesis, terms) if terms else []
     if budget < 16:  # a hypothesis this long: encode() cuts the longest side to fit
         return PremiseSet(windows=[Premise(context, 0, len(context), "window")])
     all_windows = premise_windows(tokenizer, context, budget)
@@ -181,32 +206,34 @@ def premise_candidates(tokenizer, context: str, hypothesis: str, budget: int, ma
     for r, i in enumerate(order):
         windows[i].rank = r
     texts = {" ".join(w.text.split()) for w in windows}
+    taken = {(c.start, c.end) for c in counterparts}
     sentences = []
     if max_sentences > 0:
         scored = []
         for a, b in context_sentences(context):
             text = context[a:b]
             shared = len(target & content_words(text))
-            if shared and " ".join(text.split()) not in texts:
+            if shared and " ".join(text.split()) not in texts and (a, b) not in taken:
                 scored.append((-shared, a, b, text))
         for r, (_, a, b, text) in enumerate(sorted(scored)[:max_sentences]):
             sentences.append(Premise(text, a, b, "sentence", r))
-    return PremiseSet(windows, sentences)
+    return PremiseSet(windows, sentences, counterparts)
 
 
 def fit_budget(sets: Sequence[PremiseSet], max_windows: int, max_sentences: int,
-               max_pairs: int) -> tuple[int, int]:
-    """The (windows, sentences) per hypothesis that keep the pairs scored within `max_pairs`: sentences are
-    dropped first, then windows, never below one window per hypothesis."""
-    def total(k: int, m: int) -> int:
-        return sum(len(s.pick(k, m)) for s in sets)
+               max_pairs: int) -> tuple[int, int, bool]:
+    """The (windows, sentences, counterparts read) per hypothesis that keep the pairs scored within `max_pairs`:
+    sentences are dropped first (the counterparts last of them), then windows, never below one window per
+    hypothesis."""
+    def total(k: int, m: int, c: bool) -> int:
+        return sum(len(s.pick(k, m, c)) for s in sets)
     for m in range(max_sentences, -1, -1):
-        if total(max_windows, m) <= max_pairs:
-            return max_windows, m
-    for k in range(max_windows - 1, 0, -1):
-        if total(k, 0) <= max_pairs:
-            return k, 0
-    return 1, 0
+        if total(max_windows, m, True) <= max_pairs:
+            return max_windows, m, True
+    for k in range(max_windows, 0, -1):
+        if total(k, 0, False) <= max_pairs:
+            return k, 0, False
+    return 1, 0, False
 
 
 def coverage(context: str, premises: Sequence[Premise]) -> float:
@@ -227,11 +254,14 @@ def span_words(answer: str, start: int, end: int, around: int = 3) -> set[str]:
     return content_words(" ".join([*left, answer[start:end], *right]))
 
 
-def pick_evidence(candidates: Sequence[Premise], decisive: Sequence[int], near: set[str]) -> int:
-    """Among the equally decisive candidates: a sentence before a window (it is the precise evidence, and a
-    window holds every word of its sentences); then the one sharing most words with the span's neighbourhood;
+def pick_evidence(candidates: Sequence[Premise], decisive: Sequence[int], near: set[str],
+                  terms: Sequence[str] = ()) -> int:
+    """Among the equally decisive candidates: the counterpart of one of the span's ungrounded `terms` (the
+    context's statement of the same quantity); then a sentence before a window (it is the precise evidence, and
+    a window holds every word of its sentences); then the one sharing most words with the span's neighbourhood;
     then the overlap rank, then document order."""
-    return min(decisive, key=lambda i: (candidates[i].kind != "sentence",
+    return min(decisive, key=lambda i: (not set(candidates[i].counterpart_of) & set(terms),
+                                        candidates[i].kind != "sentence",
                                         -len(near & content_words(candidates[i].text)), candidates[i].rank,
                                         candidates[i].start))
 
@@ -274,6 +304,8 @@ def _explanation(label, confidence, detector_confidence, hypothesis, reason, evi
         verb = "closest passage read in the" if overruled else {
             "contradiction": "contradicted by", "entailment": "supported by"}.get(label or "", "closest passage read in the")
         where = f"; {verb} context [{evidence.start}:{evidence.end}]: \"{quoted}\""
+        if evidence.counterpart_of and label != "contradiction":  # the context's statement of the same quantity
+            where = f"; the context states [{evidence.start}:{evidence.end}]: \"{quoted}\""
     if overruled:  # an exact check (the span's number / name is absent) outranks a small NLI model's verdict
         return (f"(exact check, which overrules the Explainer's entailment {confidence:.2f}): "
                 f"\"{hypothesis}\"{where}")

@@ -14,6 +14,12 @@ Per answer word (numbers normalised: `1,887` = `1887`, `3.50` = `3.5`, `twelve` 
     word_unsupported     a content word (not a stopword) absent from the context, after light stemming
     function_word        a stopword or punctuation: never the evidence of a hallucination by itself
     sentence_unsupported share of the content words of the token's sentence that are absent from the context
+    falsy_field          a content word, not negated in its sentence ("no", "not", "without" ... in the five words
+                         before it), that names a field the context sets to false or leaves empty (`"OutdoorSeating":
+                         false`, `"WiFi": null`, `Outdoor Seating: no`) and no field it sets to a value
+                         ("offers outdoor seating"): the word is present, so word_unsupported misses it, yet the
+                         record states the opposite or nothing. On RAGTruth's Data2txt responses 13.6% of the
+                         content words inside hallucinated spans have it, 0.6% of those outside (docs/detector.md)
 
 The question counts as context (an answer may repeat it). Features are per answer *token* (from its word, by
 character overlap), so they line up with the Detector's per-token probabilities.
@@ -27,7 +33,7 @@ from collections.abc import Sequence
 import numpy as np
 
 FEATURES = ("number_unsupported", "entity_unsupported", "word_unsupported", "function_word",
-            "sentence_unsupported")
+            "sentence_unsupported", "falsy_field")
 
 STOPWORDS = frozenset(["a", "an", "the", "and", "or", "but", "if", "then", "than", "of", "to", "in", "on", "at", "by", "for", "with", "from", "as", "is", "are", "was", "were", "be", "been", "being", "it", "its", "this", "that", "these", "those", "there", "their", "they", "them", "he", "she", "his", "her", "we", "our", "you", "your", "i", "me", "my", "not", "no", "do", "does", "did", "has", "have", "had", "can", "could", "will", "would", "should", "may", "might", "must", "also", "which", "who", "whom", "whose", "what", "when", "where", "why", "how", "all", "any", "each", "some", "such", "so", "very", "more", "most", "other", "into", "about", "over", "after", "before", "between", "during", "through", "up", "down", "out", "only", "own", "same", "too", "just", "both", "few", "many", "much", "one", "s", "t", "off", "again", "further", "once", "here", "am", "while", "until", "against", "under", "above", "below", "own"])
 
@@ -45,6 +51,15 @@ _NUM_IN_TEXT = re.compile(r"(?<![\w.])\d{1,3}(?:,\d{3})+(?:\.\d+)?|(?<![\w.])\d+
 _RANGE = re.compile(r"(\d{1,3}(?:,\d{3})+|\d+)\s*(?:-|–|—|to|through|until|and)\s*(\d{1,3}(?:,\d{3})+|\d+)")
 _SENT = re.compile(r"[^.!?\n]+[.!?]?")
 _MAX_RANGE = 500  # a range wider than this ("1 to 10,000") is not expanded: it would support everything
+# A field of a JSON (or Python-literal) record and its value, wherever the record sits in the context (a window may
+# hold a fragment of it); and a "Key: value" line (inference.structured's text rendering).
+_FIELD = re.compile(r"""["']([A-Za-z_][\w ]{0,60})["']\s*:\s*("(?:[^"\\]|\\.)*"|'[^']*'|\[\s*\]|\{\s*\}|[^,{}\[\]\s]+)""")
+_FIELD_LINE = re.compile(r"^[ \t]*-?[ \t]*([A-Za-z][\w ]{0,60}):[ \t]*(no|none|false|null)[ \t]*$", re.I | re.M)
+_FALSY_VALUE = re.compile(r"""^(?:false|null|none|\[\s*\]|\{\s*\}|(["'])(?:no|none|false|null|)\1)$""", re.I)
+_CLAUSE_BREAK = re.compile(r"[,;:]|\b(?:but|however|although|though|while|whereas)\b", re.I)
+_KEY_WORD = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
+_NEGATION = re.compile(r"\b(?:not|no|never|without|lacks?|lacking|neither|nor|none|cannot|unavailable)\b|n't\b|n’t\b",
+                       re.I)
 
 
 def content_words(text: str) -> set[str]:
@@ -72,6 +87,25 @@ def _stem(w: str) -> str:
     return w
 
 
+def _key_stems(key: str) -> set[str]:
+    """`RestaurantsTakeOut` -> {restaurant, take, restaurantstakeout}: the stems of a field name's words and of
+    the whole name (`WiFi` -> wifi), stopwords left out."""
+    words = [w.lower() for w in _KEY_WORD.findall(key.replace("_", " "))] + [key.lower()]  # + "wifi" for WiFi
+    return {_stem(w) for w in words if len(w) > 2 and w not in STOPWORDS}
+
+
+def falsy_field_stems(text: str) -> set[str]:
+    """Stems of the words of the fields `text` sets to false / null / empty / "no", minus those of any field it
+    sets to a value (`"RestaurantsTakeOut": true` keeps "restaurant" out when `"RestaurantsDelivery": false`)."""
+    falsy: set[str] = set()
+    truthy: set[str] = set()
+    for m in _FIELD.finditer(text):
+        (falsy if _FALSY_VALUE.match(m.group(2).strip()) else truthy).update(_key_stems(m.group(1)))
+    for m in _FIELD_LINE.finditer(text):
+        falsy.update(_key_stems(m.group(1)))
+    return falsy - truthy
+
+
 class ContextIndex:
     """What the context (and question) contain, normalised for the comparisons above."""
 
@@ -93,6 +127,7 @@ class ContextIndex:
             a, b = parse_number(m.group(1)), parse_number(m.group(2))
             if a is not None and b is not None and a.is_integer() and b.is_integer() and 0 < b - a <= _MAX_RANGE:
                 self.numbers.update(float(x) for x in range(int(a), int(b) + 1))
+        self.falsy = falsy_field_stems(text)
 
     def has_number(self, value: float) -> bool:
         return value in self.numbers or any(abs(value - n) < 1e-9 for n in self.numbers)
@@ -126,6 +161,8 @@ def word_signals(answer: str, index: ContextIndex) -> list[tuple[int, int, np.nd
             f[2] = float(absent)
             if w[:1].isupper() and s not in sentence_starts:  # sentence-initial capitals are not names
                 f[1] = float(absent)
+            if index.falsy and _stem(lw) in index.falsy and not _negated(answer, s, sentence_starts):
+                f[5] = 1.0
         prev_number = bool(f[0]) if value is not None else None
         out.append((s, e, f))
     # sentence-level share of unsupported content words
@@ -136,6 +173,14 @@ def word_signals(answer: str, index: ContextIndex) -> list[tuple[int, int, np.nd
         for f in inside:
             f[4] = share
     return out
+
+
+def _negated(answer: str, start: int, sentence_starts: set[int], window: int = 5) -> bool:
+    """A negation among the `window` words before `start` in its clause ("does not offer outdoor seating")."""
+    first = max((b for b in sentence_starts if b <= start), default=0)
+    clause = _CLAUSE_BREAK.split(answer[first:start])[-1]  # "has no WiFi, but offers delivery": not negated
+    before = clause.split()[-window:]
+    return bool(_NEGATION.search(" ".join(before)))
 
 
 def grounding_features(answer: str, context: str, question: str | None,
@@ -159,6 +204,41 @@ def grounding_features(answer: str, context: str, question: str | None,
         else:
             feats[i] = hit
     return feats
+
+
+_UNIT_ALIASES = {"m": "meter", "metre": "meter", "km": "kilometer", "kilometre": "kilometer", "ft": "foot",
+                 "feet": "foot", "inche": "inch", "cm": "centimeter", "mm": "millimeter", "kg": "kilogram",
+                 "g": "gram", "lb": "pound", "ton": "tonne", "%": "percent", "usd": "dollar"}
+
+
+def _unit(word: str) -> str | None:
+    """The canonical unit of a word after a number ("metres" -> meter), None if it is no unit."""
+    w = word.lower()
+    if w not in _UNITS:
+        return None
+    return _UNIT_ALIASES.get(w) or _UNIT_ALIASES.get(_stem(w)) or _stem(w)
+
+
+def quantity_kinds(text: str) -> list[str]:
+    """What each written number of `text` measures: `unit:<unit>` ("500 meters", "330 m"), `year` (a bare integer
+    from 1000 to 2100) or `number`; the same for an ungrounded term and for a context sentence, so that a wrong
+    number can be shown beside the context's statement of the same quantity."""
+    words = [m.group() for m in _WORD.finditer(text)]
+    kinds = []
+    for i, w in enumerate(words):
+        if not w[:1].isdigit():
+            continue
+        value = parse_number(w)
+        if value is None:
+            continue
+        unit = _unit(words[i + 1]) if i + 1 < len(words) else None
+        if unit:
+            kinds.append(f"unit:{unit}")
+        elif value.is_integer() and 1000 <= value <= 2100 and "," not in w:
+            kinds.append("year")
+        else:
+            kinds.append("number")
+    return kinds
 
 
 def terms_within(terms: Sequence[dict], start: int, end: int) -> list[str]:

@@ -97,7 +97,10 @@ class DetectorSettings(ModelSettings):
                                            # sentences sharing the most words with the answer
                                            # (inference.spans.pack_context_ranges)
     max_windows: int = 4                   # > 0: only the windows sharing the most words with the answer
-                                           # (under min aggregation only: HaluGate.max_windows); 0 = all
+                                           # (see max_windows_under); 0 = all
+    max_windows_under: Literal["min", "any"] = "any"  # any: the budget applies under either aggregation (under
+                                           # max a dropped window, one sharing few words with the answer, would
+                                           # mostly add flags; measured: docs/inference.md); min: under min only
     window_aggregation: Literal["max", "min"] = "max"  # per answer token across windows
     max_context_tokens: int = 16384        # hard limit: longer contexts are refused with an error
     use_model_calibration: bool = True     # the model's detector.json (threshold, aggregation, grounding

@@ -86,9 +86,10 @@ def rank_windows(windows: Sequence[DetectorInput], context: str, answer: str) ->
 def select_windows(windows: list[DetectorInput], context: str, answer: str, max_windows: int
                    ) -> list[DetectorInput]:
     """The `max_windows` windows that share the most words with the answer, in document order (all windows
-    when max_windows is 0 or there are no more than that). Skipping windows is safe for recall only under
-    `min` aggregation (the model's probability for a token can only rise when windows are dropped); docs/inference.md has
-    what it cost on RAGTruth."""
+    when max_windows is 0 or there are no more than that). Under `min` aggregation dropping windows can only raise
+    the model's probability for a token; under `max` only lower it, and the dropped windows, sharing few words
+    with the answer, mostly add false flags there. docs/inference.md has what each cost on RAGTruth and on long
+    contexts."""
     if max_windows <= 0 or len(windows) <= max_windows:
         return windows
     keep = sorted(rank_windows(windows, context, answer)[:max_windows])

@@ -420,7 +420,7 @@ def main(argv=None) -> int:
     p.add_argument("--max-windows", type=int, help="Detector windows per answer (default: the runtime default)")
     p.add_argument("--window-aggregation", choices=["min", "max"],
                    help="with --detector-threshold (which sets the model's calibration aside): the aggregation of "
-                        "the shipped calibration, so that the same windows run (max_windows applies under min)")
+                        "the shipped calibration, so that the same windows run (under max only with max_windows_under: any, the default)")
     p.add_argument("--reps", type=int, default=10, help="repetitions per cell (after one warm-up call)")
     p.add_argument("--max-cell-seconds", type=float, default=60.0, help="stop repeating a cell after this long")
     p.add_argument("--threads", type=int, default=0, help="intra-op threads (0: the physical cores)")

@@ -5,7 +5,7 @@ unrelated passages, under each window aggregation and window budget.
         --data-dir ../shared/data --lengths 0,2048,4096 --max-windows 0,4,2 --out runs/bench-long-context
 
 Why: RAGTruth contexts mostly fit one or two Detector windows, so the calibration's choice between `max` and
-`min` window aggregation (and the `max_windows` budget, which only `min` allows) is made and measured almost
+`min` window aggregation (and the `max_windows` budget, which only `min` allowed before session 18) is made and measured almost
 without long contexts, while applications send 2-4K-token contexts. Here every held-out answer of a fold keeps
 its own context (so its gold spans stay right) with passages of other held-out sources of the same fold added
 around it (its position drawn at random, seeded) until the context has LENGTH Detector tokens (0: the original
@@ -87,7 +87,7 @@ def read_grounding(item, windows, offsets) -> np.ndarray:
 
 
 def score_fold(fold_dir: Path, cfg, calib, test, lengths, max_windows_list, seed: int,
-               model_alone: bool = False, grounding_on_read: bool = False) -> dict:
+               model_alone: bool = False, grounding_on_read: bool = False, budget_under_max: bool = False) -> dict:
     gate = runtime_gate(fold_dir, "torch", overrides=["hallucination_mitigation.hallucination_model.max_windows=0"],
                         calibration=Calibration())
     hm = gate.settings.hallucination_mitigation.hallucination_model
@@ -109,8 +109,8 @@ def score_fold(fold_dir: Path, cfg, calib, test, lengths, max_windows_list, seed
         tokens = [it.windows[0].context_tokens if it.windows else 0 for it in items]
         for k in max_windows_list:
             for (agg, combiner), cal in cals.items():
-                if k and agg == "max":
-                    continue  # the runtime never drops windows under max (a dropped window could hide a flag)
+                if k and agg == "max" and not budget_under_max:
+                    continue  # max_windows_under: min reads every window under max
                 for grounding in (("context", "read") if grounding_on_read and k and cal.combiner else ("context",)):
                     preds = []
                     for it, sc in zip(items, scores):
@@ -139,13 +139,16 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_fold_model_arguments(p)
     p.add_argument("--lengths", default="0,2048,4096", help="context lengths in Detector tokens (0: original)")
-    p.add_argument("--max-windows", default="0,4,2", help="window budgets under min aggregation (0: all)")
+    p.add_argument("--max-windows", default="0,4,2", help="window budgets (0: all)")
     p.add_argument("--folds", type=int, nargs="*", help="fold numbers (default: all)")
     p.add_argument("--limit", type=int, default=0, help="at most this many held-out answers per fold (0: all)")
     p.add_argument("--model-alone", action="store_true",
                    help="also calibrate without the grounding combiner (the model's probabilities alone)")
     p.add_argument("--grounding-on-read", action="store_true",
                    help="with max_windows > 0 also score the combiner's grounding signals against the kept windows only")
+    p.add_argument("--max-windows-under", choices=("min", "any"), default="any",
+                   help="the aggregations the budgets apply under (the runtime's max_windows_under; min: under min "
+                        "only, every window read under max)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", required=True)
     args = p.parse_args(argv)
@@ -175,7 +178,7 @@ def main(argv=None) -> int:
         if args.limit:
             test = random.Random(args.seed).sample(test, min(args.limit, len(test)))
         per_fold[fold_dir.name] = score_fold(fold_dir, cfg, calib, test, lengths, budgets, args.seed,
-                                             args.model_alone, args.grounding_on_read)
+                                             args.model_alone, args.grounding_on_read, args.max_windows_under == "any")
 
     keys = list(next(iter(per_fold.values())).keys())
     lines = [(f"Detector quality with long contexts: {len(folds)} CV folds of {args.source} "

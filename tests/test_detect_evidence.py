@@ -121,9 +121,15 @@ def test_sentences_budget_and_coverage():
     assert [text[a:b] for a, b in explain.context_sentences(text)] == ["First one.", "Second one!", "Third one?"]
     w = explain.Premise("abc", 0, 3, "window")
     sets = [explain.PremiseSet([w, w], [w, w]), explain.PremiseSet([w], [w])]
-    assert explain.fit_budget(sets, 2, 2, 10) == (2, 2)
-    assert explain.fit_budget(sets, 2, 2, 4) == (2, 0)
-    assert explain.fit_budget(sets, 2, 2, 2) == (1, 0)
+    assert explain.fit_budget(sets, 2, 2, 10) == (2, 2, True)
+    assert explain.fit_budget(sets, 2, 2, 4) == (2, 0, True)
+    assert explain.fit_budget(sets, 2, 2, 2) == (1, 0, False)
+    # counterpart sentences are the last sentences dropped, before any window
+    c = explain.Premise("c", 0, 1, "sentence", -1, ("1950",))
+    sets = [explain.PremiseSet([w, w], [w, w], [c])]
+    assert explain.fit_budget(sets, 2, 2, 5) == (2, 2, True)
+    assert explain.fit_budget(sets, 2, 2, 3) == (2, 0, True)
+    assert explain.fit_budget(sets, 2, 2, 2) == (2, 0, False)
     assert explain.coverage("ab cd", [explain.Premise("ab", 0, 2, "window")]) == 0.5
 
 
@@ -242,3 +248,33 @@ def test_premise_windows_fit_the_length_the_explainer_was_trained_at(minilm_dir,
         assert limit - 16 < longest <= limit  # the windows fill the trained length, and never pass it
     with pytest.raises(ValueError, match="max_pair_tokens"):
         ExplainerSettings(max_pair_tokens=-1).validate()
+
+
+# ---- counterparts: what the context says instead of an ungrounded number --------------------------------------
+
+TOOL_RESULT = ("The Eiffel Tower is a wrought-iron lattice tower in Paris, France. It was built from 1887 to 1889 as "
+               "the entrance arch to the 1889 World's Fair. The tower is 330 meters tall.")
+
+
+def test_counterpart_sentences_state_the_same_kind_of_quantity():
+    hyp = "The Eiffel Tower was built in 1950 and is about 500 meters tall."
+    found = explain.counterpart_sentences(TOOL_RESULT, hyp, ["1950", "500 meters"])
+    by_term = {t: p.text for p in found for t in p.counterpart_of}
+    assert by_term == {"1950": "It was built from 1887 to 1889 as the entrance arch to the 1889 World's Fair.",
+                       "500 meters": "The tower is 330 meters tall."}  # a year for a year, meters for meters
+    assert all(TOOL_RESULT[p.start:p.end] == p.text and p.kind == "sentence" for p in found)
+    assert explain.counterpart_sentences(TOOL_RESULT, hyp, ["330 m"])[0].text == "The tower is 330 meters tall."
+    assert explain.counterpart_sentences(TOOL_RESULT, "Built by Bob Smith.", ["Bob Smith"]) == []  # names: none
+    assert explain.counterpart_sentences(TOOL_RESULT, hyp, ["12 kg"]) == []  # no weight in the context
+
+
+def test_a_wrong_year_is_shown_beside_the_contexts_year_even_when_overlap_ranks_that_sentence_last(minilm_dir):
+    # The year's sentence shares one word ("built") with the claim, fewer than the other two sentences, so the
+    # two sentences ranked by overlap leave it out; as the counterpart of "1950" it is read and is the evidence.
+    answer = "The Eiffel Tower was built in 1950 and is about 500 meters tall."
+    r = gate(minilm_dir).detect(context=TOOL_RESULT, question="When was it built, how tall is it?", answer=answer)
+    spans = {s.text: s for s in r.spans}
+    assert spans["1950"].ungrounded == ["1950"]
+    assert "1887 to 1889" in spans["1950"].evidence.text and spans["1950"].evidence.kind == "sentence"
+    assert spans["500"].evidence.text == "The tower is 330 meters tall."
+    assert TOOL_RESULT[spans["1950"].evidence.start:spans["1950"].evidence.end] == spans["1950"].evidence.text

@@ -243,7 +243,9 @@ def test_hallucination_after_token_512_is_found_by_windowing(make_gate, minilm_d
 def test_short_and_windowed_runs_agree_on_short_inputs(make_gate):
     whole = make_gate().detect(EIFFEL_MESSAGES)
     windowed = make_gate("hallucination_mitigation.hallucination_model.max_length=56",
-                         "hallucination_mitigation.hallucination_model.window_overlap=4").detect(EIFFEL_MESSAGES)
+                         "hallucination_mitigation.hallucination_model.window_overlap=4",
+                         "hallucination_mitigation.hallucination_model.max_windows=0",  # every window: the plan
+                         ).detect(EIFFEL_MESSAGES)
     assert whole.detector_windows == 1 and windowed.detector_windows > 1
     assert [s.to_dict() for s in windowed.spans] == [s.to_dict() for s in whole.spans]
 

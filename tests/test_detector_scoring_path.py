@@ -25,7 +25,7 @@ RECORDS = [
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory, minilm_dir):
     path = make_run_dir(tmp_path_factory.mktemp("det") / "run", "token", DETECTOR_LABELS, minilm_dir, seed=3)
-    comb = Combiner(list(ALL_FEATURES), [0.5, 3.0, 2.0, 0.5, -1.0, 1.0, 0.1, 0.0, -0.2], -2.0)
+    comb = Combiner(list(ALL_FEATURES), [0.5, 3.0, 2.0, 0.5, -1.0, 1.0, 2.0, 0.1, 0.0, -0.2], -2.0)
     (path / "detector.json").write_text(json.dumps(
         {"max_length": 128, "calibration": Calibration(0.4, "min", comb).to_dict()}))
     return path

@@ -55,3 +55,38 @@ def test_token_features_follow_the_words_they_overlap():
     num = FEATURES.index("number_unsupported")
     assert f[:, num].tolist() == [0, 0, 1, 1, 0]
     assert f[1, FEATURES.index("function_word")] == 1 and f[4, FEATURES.index("function_word")] == 1
+
+
+# ---- falsy_field: the answer asserts a field the record sets to false or leaves empty -------------------------
+
+YELP = ('{"name": "Cafe X", "attributes": {"OutdoorSeating": false, "WiFi": null, "RestaurantsTakeOut": true, '
+        '"RestaurantsDelivery": "False", "Alcohol": "none", "Ambience": {"romantic": false, "casual": true}}}')
+
+
+def _falsy(answer, context=YELP):
+    from inference.grounding import word_signals
+    col = FEATURES.index("falsy_field")
+    return [answer[s:e] for s, e, f in word_signals(answer, ContextIndex(context)) if f[col]]
+
+
+def test_falsy_fields_of_a_json_record_flag_the_words_that_assert_them():
+    assert _falsy("The restaurant offers outdoor seating, free WiFi and a romantic setting.") == [
+        "outdoor", "seating", "WiFi", "romantic"]
+    # "restaurant" also names RestaurantsTakeOut, which is true: a word of a field with a value is never flagged
+    assert "restaurant" not in _falsy("The restaurant offers delivery.")
+
+
+def test_negated_claims_about_falsy_fields_are_faithful():
+    assert _falsy("It does not offer outdoor seating or delivery, and there is no WiFi.") == []
+    assert _falsy("It serves drinks without alcohol.") == []
+    # the negation's scope ends at the clause: "no WiFi, but offers delivery" asserts delivery
+    assert _falsy("The cafe has no WiFi, but offers delivery.") == ["delivery"]
+
+
+def test_falsy_fields_in_text_lines_fragments_and_prose():
+    from inference.grounding import falsy_field_stems
+    assert falsy_field_stems("Outdoor Seating: no\nTake Out: yes\n- Wi Fi: none") >= {"outdoor", "seat"}
+    # a window may hold a fragment of the record: the fields it shows still count
+    assert "wifi" in falsy_field_stems('..."WiFi": null, "Caters": tr')
+    assert falsy_field_stems("The tower is 330 meters tall. Seating: limited.") == set()  # prose: nothing
+    assert _falsy("Outdoor seating is available.", EIFFEL) == []

@@ -55,22 +55,28 @@ def test_detector_windows_applies_max_windows_and_limits(hf_tok):
                          task_type="QA", max_windows=3)
 
 
-def test_max_windows_applies_only_under_min_aggregation(minilm_dir):
+def test_max_windows_applies_under_min_aggregation_and_under_max_when_asked(minilm_dir):
     from detect_helpers import fakes
 
     from inference.config import apply_overrides, from_dict
     from inference.detect import HaluGate
     from inference.settings import InferenceSettings
 
-    def gate(aggregation):
+    def gate(aggregation, under=None):
         data = apply_overrides({}, ["hallucination_mitigation.hallucination_model.max_length=96",
                                     "hallucination_mitigation.hallucination_model.max_windows=2",
+                                    *([f"hallucination_mitigation.hallucination_model.max_windows_under={under}"]
+                                      if under else []),
                                     f"hallucination_mitigation.hallucination_model.window_aggregation={aggregation}"])
         return HaluGate(from_dict(InferenceSettings, data, "<test>"), **fakes(minilm_dir))
 
     x = {"context": _context(), "question": "When was it built?", "answer": ANSWER}
     assert gate("min").detect(**x).detector_windows == 2
-    assert gate("max").detect(**x).detector_windows > 2  # max: a dropped window could have lost a flag
+    # by default (max_windows_under: any) the budget bounds the work under max as well, same windows as under min
+    budgeted = gate("max").detect(**x)
+    assert budgeted.detector_windows == 2 and budgeted.detector_context_coverage < 1.0
+    assert gate("min", "min").detect(**x).detector_windows == 2
+    assert gate("max", "min").detect(**x).detector_windows > 2  # min only: max reads every window
 
 
 def test_max_positions_leaves_out_the_padding_offset_of_roberta_style_models():
@@ -157,6 +163,7 @@ def test_window_fill_auto_follows_the_plan_the_detector_was_trained_with(minilm_
 
     def gate(fill=None):
         over = ["hallucination_mitigation.backend=torch", "hallucination_mitigation.hallucination_model.max_length=96",
+                "hallucination_mitigation.hallucination_model.max_windows=0",  # the plan itself, every window
                 f"hallucination_mitigation.hallucination_model.model_id={run}",
                 "hallucination_mitigation.fact_check_model.model_id=", "hallucination_mitigation.nli_model.model_id="]
         if fill:

@@ -54,8 +54,12 @@ class ExplainerStage(Stage):
                 a, b = explain.widen(answer, s.start, s.end, nm.hypothesis)
                 hyps.append(answer[a:b] or s.text)
             hyp_of.append(hyps)
+            terms: dict[str, list[str]] = {}  # the ungrounded terms of each hypothesis's spans
+            for s, hyp in zip(it.result.spans, hyps):
+                terms.setdefault(hyp, []).extend(s.ungrounded or [])
             for hyp in dict.fromkeys(hyps):  # one NLI job per distinct hypothesis
-                candidates[(k, hyp)] = premise_set(runner, nm, it.context, it.data.question or "", hyp)
+                candidates[(k, hyp)] = premise_set(runner, nm, it.context, it.data.question or "", hyp,
+                                                   terms[hyp])
         # The latency budget: at most max_nli_pairs Explainer pairs per request (per item of a batch).
         budget = {k: explain.fit_budget([ps for (j, _), ps in candidates.items() if j == k], nm.max_premise_windows,
                                         nm.max_premise_sentences, nm.max_nli_pairs) for k in range(len(wanted))}
@@ -92,9 +96,10 @@ class ExplainerStage(Stage):
                                          ungrounded=ungrounded)
                 if level is None:
                     continue
-                if ungrounded and label == "entailment":  # overruled: no passage supports it, so show the one
-                    decisive = list(range(len(read)))     # nearest the span's own words, not the "entailing" one
-                best = explain.pick_evidence(read, decisive, explain.span_words(it.data.answer, s.start, s.end))
+                if ungrounded and label != "contradiction":  # overruled or neutral: show what the context
+                    decisive = list(range(len(read)))      # says instead, else the passage nearest the span
+                best = explain.pick_evidence(read, decisive, explain.span_words(it.data.answer, s.start, s.end),
+                                             s.ungrounded or ())
                 ev = read[best]
                 s.evidence = Evidence(ev.text, ev.start, ev.end, ev.kind,
                                       {lab: float(p[best][column[lab]]) for lab in EXPLAINER_LABELS})
@@ -146,10 +151,12 @@ def pair_tokens(runner, requested: int | None = None) -> int:
     return min(requested or getattr(runner, "trained_length", None) or runner.max_length, runner.max_length)
 
 
-def premise_set(runner, nm, context: str, question: str, hypothesis: str) -> explain.PremiseSet:
+def premise_set(runner, nm, context: str, question: str, hypothesis: str,
+                terms: list[str] | tuple[str, ...] = ()) -> explain.PremiseSet:
     """Candidate premises (windows and sentences of the context, with offsets; the question is appended to each)
-    that fit a pair of pair_tokens() with the hypothesis, ranked by the words they share with it."""
+    that fit a pair of pair_tokens() with the hypothesis, ranked by the words they share with it; with the
+    ungrounded `terms` of its spans, their counterpart sentences."""
     tok = runner.tokenizer
     fixed = len(tokenize_segment(tok, hypothesis)[0]) + len(tokenize_segment(tok, question)[0]) + 4
     return explain.premise_candidates(tok, context, hypothesis, pair_tokens(runner, nm.max_pair_tokens) - fixed,
-                                      nm.max_premise_windows, nm.max_premise_sentences)
+                                      nm.max_premise_windows, nm.max_premise_sentences, terms)
