@@ -208,7 +208,7 @@ def grounding_features(answer: str, context: str, question: str | None,
 
 _UNIT_ALIASES = {"m": "meter", "metre": "meter", "km": "kilometer", "kilometre": "kilometer", "ft": "foot",
                  "feet": "foot", "inche": "inch", "cm": "centimeter", "mm": "millimeter", "kg": "kilogram",
-                 "g": "gram", "lb": "pound", "ton": "tonne", "%": "percent", "usd": "dollar"}
+                 "g": "gram", "lb": "pound", "ton": "tonne", "usd": "dollar"}
 
 
 def _unit(word: str) -> str | None:
@@ -216,7 +216,8 @@ def _unit(word: str) -> str | None:
     w = word.lower()
     if w not in _UNITS:
         return None
-    return _UNIT_ALIASES.get(w) or _UNIT_ALIASES.get(_stem(w)) or _stem(w)
+    singular = w[:-1] if w.endswith("s") and len(w) > 3 else w  # "metres" -> metre, "meters" -> meter
+    return _UNIT_ALIASES.get(w) or _UNIT_ALIASES.get(singular) or singular
 
 
 def quantity_kinds(text: str) -> list[str]:

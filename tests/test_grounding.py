@@ -90,3 +90,11 @@ def test_falsy_fields_in_text_lines_fragments_and_prose():
     assert "wifi" in falsy_field_stems('..."WiFi": null, "Caters": tr')
     assert falsy_field_stems("The tower is 330 meters tall. Seating: limited.") == set()  # prose: nothing
     assert _falsy("Outdoor seating is available.", EIFFEL) == []
+
+
+def test_quantity_kinds_match_units_across_spellings_and_tell_years_from_counts():
+    from inference.grounding import quantity_kinds
+    assert quantity_kinds("330 metres, 500 meters, 330 m") == ["unit:meter"] * 3
+    assert quantity_kinds("5 feet or 3 ft; 10 km or 7 kilometres") == ["unit:foot"] * 2 + ["unit:kilometer"] * 2
+    assert quantity_kinds("built in 1889 for 1,200 guests, rated 42") == ["year", "number", "number"]
+    assert quantity_kinds("Bob Smith") == []
