@@ -147,8 +147,10 @@ class MitigationSettings:
                                                           # its agreement check), else fp32
     fail_mode: Literal["open", "closed"] = "open"
     num_threads: int = 0                   # onnxruntime / torch intra-op threads; 0 = the physical cores
-    spin_wait: bool = True                 # onnxruntime threads spin between ops (fast for one caller; the
-                                           # server turns it off so idle workers do not burn the cores)
+    spin_wait: bool = False                # onnxruntime threads spin between ops. Off: the stack runs three
+                                           # sessions in turn, and one session's spinning threads took the
+                                           # cores from the next stage (full stack 274 -> 196 ms at 512 tokens
+                                           # on 2 cores, runs/bench-s18-spin); the server keeps it off too
     fact_check_model: SentinelSettings = field(default_factory=SentinelSettings)
     hallucination_model: DetectorSettings = field(default_factory=DetectorSettings)
     nli_model: ExplainerSettings = field(default_factory=ExplainerSettings)
