@@ -190,9 +190,9 @@ def premise_candidates(tokenizer, context: str, hypothesis: str, budget: int, ma
     hypothesis), the counterpart sentences of its ungrounded `terms` (counterpart_sentences) and sentences (the
     `max_sentences` sharing the most, at least one word, not already a whole window or a counterpart), each with
     its offsets in the context and its overlap rank."""
-    counterparts = counterpart_sentences(context, hypothesis, terms) if terms else []
     if budget < 16:  # a hypothesis this long: encode() cuts the longest side to fit
         return PremiseSet(windows=[Premise(context, 0, len(context), "window")])
+    counterparts = counterpart_sentences(context, hypothesis, terms) if terms else []
     all_windows = premise_windows(tokenizer, context, budget)
     located = _locate(context, all_windows)
     chosen = rank_premises(all_windows, hypothesis, max_windows)  # in document order

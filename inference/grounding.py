@@ -14,12 +14,13 @@ Per answer word (numbers normalised: `1,887` = `1887`, `3.50` = `3.5`, `twelve` 
     word_unsupported     a content word (not a stopword) absent from the context, after light stemming
     function_word        a stopword or punctuation: never the evidence of a hallucination by itself
     sentence_unsupported share of the content words of the token's sentence that are absent from the context
-    falsy_field          a content word, not negated in its sentence ("no", "not", "without" ... in the five words
+    falsy_field          a content word, not negated in its clause ("no", "not", "without" ... in the five words
                          before it), that names a field the context sets to false or leaves empty (`"OutdoorSeating":
                          false`, `"WiFi": null`, `Outdoor Seating: no`) and no field it sets to a value
                          ("offers outdoor seating"): the word is present, so word_unsupported misses it, yet the
-                         record states the opposite or nothing. On RAGTruth's Data2txt responses 13.6% of the
-                         content words inside hallucinated spans have it, 0.6% of those outside (docs/detector.md)
+                         record states the opposite or nothing. On the 611 local RAGTruth responses 14.2% of the
+                         content words inside hallucinated Data2txt spans have it, 0.65% of those outside
+                         (docs/detector.md)
 
 The question counts as context (an answer may repeat it). Features are per answer *token* (from its word, by
 character overlap), so they line up with the Detector's per-token probabilities.
@@ -31,6 +32,8 @@ import re
 from collections.abc import Sequence
 
 import numpy as np
+
+from inference.structured import key_words
 
 FEATURES = ("number_unsupported", "entity_unsupported", "word_unsupported", "function_word",
             "sentence_unsupported", "falsy_field")
@@ -54,12 +57,11 @@ _MAX_RANGE = 500  # a range wider than this ("1 to 10,000") is not expanded: it 
 # A field of a JSON (or Python-literal) record and its value, wherever the record sits in the context (a window may
 # hold a fragment of it); and a "Key: value" line (inference.structured's text rendering).
 _FIELD = re.compile(r"""["']([A-Za-z_][\w ]{0,60})["']\s*:\s*("(?:[^"\\]|\\.)*"|'[^']*'|\[\s*\]|\{\s*\}|[^,{}\[\]\s]+)""")
-_FIELD_LINE = re.compile(r"^[ \t]*-?[ \t]*([A-Za-z][\w ]{0,60}):[ \t]*(no|none|false|null)[ \t]*$", re.I | re.M)
-_FALSY_VALUE = re.compile(r"""^(?:false|null|none|\[\s*\]|\{\s*\}|(["'])(?:no|none|false|null|)\1)$""", re.I)
-_CLAUSE_BREAK = re.compile(r"[,;:]|\b(?:but|however|although|though|while|whereas)\b", re.I)
-_KEY_WORD = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
+_FIELD_LINE = re.compile(r"^[ \t]*-?[ \t]*([A-Za-z][\w ]{0,60}):[ \t]*(no|none|false|null)[ \t]*$", re.IGNORECASE | re.MULTILINE)
+_FALSY_VALUE = re.compile(r"""^(?:false|null|none|\[\s*\]|\{\s*\}|(["'])(?:no|none|false|null|)\1)$""", re.IGNORECASE)
+_CLAUSE_BREAK = re.compile(r"[,;:]|\b(?:but|however|although|though|while|whereas)\b", re.IGNORECASE)
 _NEGATION = re.compile(r"\b(?:not|no|never|without|lacks?|lacking|neither|nor|none|cannot|unavailable)\b|n't\b|n’t\b",
-                       re.I)
+                       re.IGNORECASE)
 
 
 def content_words(text: str) -> set[str]:
@@ -88,9 +90,9 @@ def _stem(w: str) -> str:
 
 
 def _key_stems(key: str) -> set[str]:
-    """`RestaurantsTakeOut` -> {restaurant, take, restaurantstakeout}: the stems of a field name's words and of
-    the whole name (`WiFi` -> wifi), stopwords left out."""
-    words = [w.lower() for w in _KEY_WORD.findall(key.replace("_", " "))] + [key.lower()]  # + "wifi" for WiFi
+    """`RestaurantsTakeOut` -> {restaurant, take, restaurantstakeout}: the stems of a field name's words (split as
+    inference.structured renders keys) and of the whole name (`WiFi` -> wifi), stopwords left out."""
+    words = [w.lower() for w in key_words(key).split()] + [key.lower()]  # + "wifi" for WiFi
     return {_stem(w) for w in words if len(w) > 2 and w not in STOPWORDS}
 
 
