@@ -264,9 +264,12 @@ def rescore(scores: DetectorScores, aggregation: str, combiner: Combiner | None,
 
 def scores_to_spans(answer: str, scores: DetectorScores, settings, calibration: Calibration | None = None,
                     threshold: float | None = None) -> list[dict]:
-    """Spans from (combined) token probabilities: threshold, merging, word snapping, the span filters."""
+    """Spans from (combined) token probabilities: threshold, span extension, merging, word snapping, the span
+    filters."""
     t, _, _ = effective(settings, calibration, scores.task_type)
     t = t if threshold is None else threshold
+    ratio = settings.span_extension
     raw = token_probs_to_spans(answer, scores.answer_offsets, scores.probs, threshold=t,
-                               min_span_chars=max(1, settings.min_span_length))
+                               min_span_chars=max(1, settings.min_span_length),
+                               extend_to=t * ratio if ratio < 1.0 else None)
     return [s for s in raw if s["confidence"] >= min(settings.min_span_confidence, t)]

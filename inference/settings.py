@@ -80,6 +80,10 @@ class DetectorSettings(ModelSettings):
     min_span_length: int = 2               # characters; shorter merged spans are dropped
     min_span_confidence: float = 0.6       # spans whose mean token probability is below are dropped (never
                                            # above the threshold in effect)
+    span_extension: float = 0.5            # a flagged span grows over the adjacent answer tokens whose
+                                           # probability is >= span_extension x the threshold (hysteresis: the
+                                           # threshold finds an error, the lower bound its extent); 1.0: off.
+                                           # Calibration fits thresholds with it (docs/detector.md)
     enable_nli_filtering: bool = True      # entailed spans with confidence >= nli_entailment_threshold dropped
     nli_entailment_threshold: float = 0.75
     keep_ungrounded: bool = True           # a span holding a number, quantity or name that the context lacks
@@ -109,6 +113,8 @@ class DetectorSettings(ModelSettings):
     def validate(self) -> None:
         super().validate()
         _unit("min_span_confidence", self.min_span_confidence)
+        if not 0.0 < self.span_extension <= 1.0:
+            raise ValueError(f"span_extension: a fraction of the threshold in (0, 1] (1: off), got {self.span_extension}")
         _unit("nli_entailment_threshold", self.nli_entailment_threshold)
         if self.min_span_length < 0:
             raise ValueError(f"min_span_length: must be >= 0, got {self.min_span_length}")

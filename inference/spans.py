@@ -542,7 +542,7 @@ _WORD = re.compile(r"\w")
 
 def token_probs_to_spans(answer: str, answer_offsets: Sequence[tuple[int, int]], probs: Sequence[float],
                          threshold: float = 0.5, min_span_chars: int = 1, snap_to_words: bool = True,
-                         merge_gap_chars: int = 1) -> list[dict]:
+                         merge_gap_chars: int = 1, extend_to: float | None = None) -> list[dict]:
     """Per-answer-token P(hallucinated) -> merged character spans with confidence.
 
     Tokens with prob >= threshold are flagged; flagged tokens whose characters are separated by at most
@@ -557,7 +557,10 @@ def token_probs_to_spans(answer: str, answer_offsets: Sequence[tuple[int, int]],
     groups: list[list[int]] = []
     # only the tokens at or over the threshold are visited (calibration sweeps call this ~10^5 times); `not <`
     # keeps a NaN probability flagged, never silently passed
-    for i in np.flatnonzero(~(probs < threshold)).tolist():
+    flagged = ~(probs < threshold)
+    if extend_to is not None and extend_to < threshold and flagged.any():
+        flagged = _hysteresis(probs, flagged, extend_to)
+    for i in np.flatnonzero(flagged).tolist():
         s, e = answer_offsets[i]
         if e <= s or not answer[s:e].strip():
             continue
@@ -587,10 +590,30 @@ def token_probs_to_spans(answer: str, answer_offsets: Sequence[tuple[int, int]],
             continue
         spans.append({"start": start, "end": end, "text": answer[start:end], "_p": probs[g].tolist()})
     for sp in spans:
-        p = sp.pop("_p")
-        sp["confidence"] = float(np.mean(p))
+        p = np.asarray(sp.pop("_p"))
+        seeds = p[~(p < threshold)]  # extended tokens widen a span, they do not dilute its confidence
+        sp["confidence"] = float(np.mean(seeds if len(seeds) else p))
         sp["max_prob"] = float(np.max(p))
     return spans
+
+
+def _hysteresis(probs: np.ndarray, flagged: np.ndarray, low: float) -> np.ndarray:
+    """Flagged tokens grown over their neighbours with probability >= `low` (runs of such tokens holding a
+    flagged one): hysteresis thresholding, as in edge detection."""
+    weak = ~(probs < low)
+    out = flagged.copy()
+    i, n = 0, len(probs)
+    while i < n:
+        if not weak[i]:
+            i += 1
+            continue
+        j = i
+        while j < n and weak[j]:
+            j += 1
+        if flagged[i:j].any():
+            out[i:j] = True
+        i = j
+    return out
 
 
 def answer_token_probs(logits: np.ndarray, enc: DetectorInput, hallucinated_id: int = 1) -> np.ndarray:

@@ -244,6 +244,7 @@ def bench_lettucedetect(models: dict, inputs: dict, args) -> dict:
                      "hallucination_mitigation.hallucination_model.threshold=0.5",  # lettucedetect's argmax
                      "hallucination_mitigation.hallucination_model.min_span_confidence=0.0",
                      "hallucination_mitigation.hallucination_model.min_span_length=1",
+                     "hallucination_mitigation.hallucination_model.span_extension=1.0",  # argmax: no extension
                      f"hallucination_mitigation.num_threads={args.threads}"]
     ours = HaluGate.from_dirs(detector=models["detector"]["export"], precision=args.precision,
                               overrides=[*same_decision, *window_overrides(args), *args.set])

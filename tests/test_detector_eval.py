@@ -88,10 +88,14 @@ def test_scored_items_apply_the_threshold_and_skip_unscored():
     rec = _record("The tower is 500 metres tall.", [_sp(13, 23)])
     offsets = [(0, 3), (4, 9), (10, 12), (13, 16), (17, 23), (24, 28), (28, 29)]
     probs = np.array([0.1, 0.1, 0.2, 0.9, 0.6, 0.3, 0.1])
-    settings = DetectorSettings(min_span_length=1, min_span_confidence=0.0)
+    settings = DetectorSettings(min_span_length=1, min_span_confidence=0.0, span_extension=1.0)
     preds = [_pred(offsets, probs, 2), Prediction(None, [], "too long")]
     items = scored_items([rec, rec], preds, threshold=0.5, settings=settings)
     assert len(items) == 1 and items[0].pred_spans[0]["text"] == "500 metres"
+    # the default span extension (0.5 x the threshold) grows the span over "tall" (0.3 >= 0.25), and the
+    # token-level prediction stays the threshold's
+    grown = scored_items([rec], preds[:1], threshold=0.5, settings=DetectorSettings(min_span_length=1))[0]
+    assert grown.pred_spans[0]["text"] == "500 metres tall" and grown.pred_tokens == [0, 0, 0, 1, 1, 0, 0]
     m = detection_metrics(items)
     assert m["span"]["overall"]["f1"] == 1.0 and m["token"]["overall"]["f1"] == 1.0
     recall = [token_level(scored_items([rec], preds[:1], threshold=t, settings=settings))["recall"]
@@ -115,3 +119,9 @@ def test_a_task_type_gets_its_own_threshold_only_with_enough_of_both_classes():
     chosen = tasks_with_own_threshold(records)
     assert list(chosen) == ["Data2txt"]
     assert [records[i].task_type for i in chosen["Data2txt"]] == ["Data2txt"] * (2 * n)
+
+
+@pytest.mark.parametrize("value", [0.0, -0.5, 1.5])
+def test_span_extension_outside_its_range_names_the_setting(value):
+    with pytest.raises(ValueError, match="span_extension"):
+        DetectorSettings(span_extension=value).validate()

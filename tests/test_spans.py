@@ -250,6 +250,23 @@ def test_token_probs_to_spans_merges_thresholds_and_snaps():
         token_probs_to_spans(ans, offsets, probs[:3])
 
 
+def test_span_extension_grows_flagged_spans_over_likely_neighbours():
+    ans = "The tower is 330 metres tall."
+    offsets = [(0, 3), (4, 9), (10, 12), (13, 16), (17, 20), (20, 23), (24, 28), (28, 29)]
+    probs = [0.1, 0.35, 0.3, 0.9, 0.2, 0.2, 0.3, 0.05]
+    assert [s["text"] for s in token_probs_to_spans(ans, offsets, probs, threshold=0.5)] == ["330"]
+    grown = token_probs_to_spans(ans, offsets, probs, threshold=0.5, extend_to=0.25)
+    # "tower is" and the last word join the seed; "metres" (0.2) breaks the run, so "tall" stays out
+    assert [s["text"] for s in grown] == ["tower is 330"]
+    assert grown[0]["confidence"] == pytest.approx(0.9)  # the seed's, not diluted by the grown tokens
+    assert grown[0]["max_prob"] == pytest.approx(0.9)
+    # no seed, no span: a run of tokens between the two thresholds alone is never flagged
+    assert token_probs_to_spans(ans, offsets, [0.3] * 8, threshold=0.5, extend_to=0.25) == []
+    # a lower bound at or above the threshold changes nothing
+    assert token_probs_to_spans(ans, offsets, probs, threshold=0.5, extend_to=0.5) == \
+        token_probs_to_spans(ans, offsets, probs, threshold=0.5)
+
+
 def test_gold_labels_round_trip_to_gold_spans(hf_tok):
     ans = "Gustave Eiffel built the tower in 1925 for the Olympic Games in Paris."
     y, og = ans.index("1925"), ans.index("Olympic Games")
