@@ -19,13 +19,13 @@ numbers, quantities and names absent from the context; inference.grounding).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import sys
 import time
 from pathlib import Path
 
-from inference.detector_stage import Calibration
 from inference.grounding import unsupported_spans
 from inference.spans import token_labels
 from training.data.base import DataError, resolve_data_dir
@@ -224,9 +224,8 @@ def evaluate_model(model: str, records: list[SpanRecord], backend: str | None = 
     backend = backend or ("onnx" if any(Path(model).glob("*.onnx")) else "torch")
     gate = runtime_gate(model, backend, overrides=overrides)
     if threshold is not None:  # an explicit threshold replaces the calibrated one (nothing else changes)
-        cal = gate.detector_calibration
-        gate.detector_calibration = Calibration(threshold, cal.window_aggregation, cal.combiner, cal.source,
-                                                smoothing=cal.smoothing)
+        gate.detector_calibration = dataclasses.replace(gate.detector_calibration, threshold=threshold,
+                                                        task_thresholds=None)
     result, preds = evaluate(gate, records, with_sweep=with_sweep)
     result["backend"] = backend
     result["baselines"] = {k: detection_metrics(baseline_items(records, preds, k)) for k in REFERENCE_ROWS}

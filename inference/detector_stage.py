@@ -90,10 +90,17 @@ class Calibration:
     source: str = ""  # where it was read from
     task_thresholds: dict[str, float] | None = None  # per task type (QA / Summary / Data2txt), else `threshold`
     smoothing: int = 0  # answer tokens in the moving average of the token probabilities (0 or 1: none)
+    # the span extension the thresholds were fitted with (inference.spans.token_probs_to_spans `extend_to` =
+    # this x the threshold; 1.0: none, which is also what a calibration written before it existed was fitted with)
+    span_extension: float = 1.0
 
     def __post_init__(self):
         if not isinstance(self.smoothing, int) or isinstance(self.smoothing, bool) or self.smoothing < 0:
             raise ValueError(f"calibration.smoothing: a token count >= 0, got {self.smoothing!r}")
+        if isinstance(self.span_extension, bool) or not isinstance(self.span_extension, (int, float)) \
+                or not 0.0 < self.span_extension <= 1.0:
+            raise ValueError(f"calibration.span_extension: a fraction of the threshold in (0, 1] (1: none), "
+                             f"got {self.span_extension!r}")
 
     @classmethod
     def from_dict(cls, data: dict | None, source: str = "") -> Calibration:
@@ -102,11 +109,13 @@ class Calibration:
         comb = data.get("combiner")
         return cls(threshold=data.get("threshold"), window_aggregation=data.get("window_aggregation"),
                    combiner=Combiner(**comb) if comb else None, source=source,
-                   task_thresholds=data.get("task_thresholds") or None, smoothing=data.get("smoothing", 0))
+                   task_thresholds=data.get("task_thresholds") or None, smoothing=data.get("smoothing", 0),
+                   span_extension=data.get("span_extension", 1.0))
 
     def to_dict(self) -> dict:
         out: dict = {"threshold": self.threshold, "window_aggregation": self.window_aggregation,
-                     "task_thresholds": self.task_thresholds, "smoothing": self.smoothing}
+                     "task_thresholds": self.task_thresholds, "smoothing": self.smoothing,
+                     "span_extension": self.span_extension}
         if self.combiner is not None:
             out["combiner"] = {"features": list(self.combiner.features), "coef": list(self.combiner.coef),
                                "intercept": self.combiner.intercept}
@@ -185,6 +194,13 @@ def smoothing_of(settings, calibration: Calibration | None) -> int:
     """The calibration's smoothing width when the runtime uses the model's calibration, else none."""
     cal = in_force(settings, calibration)
     return cal.smoothing if cal else 0
+
+
+def extension_of(settings, calibration: Calibration | None) -> float:
+    """The span extension in force: the one the model's calibration was fitted with when the runtime uses it
+    (thresholds and extension go together), else the settings' `span_extension`."""
+    cal = in_force(settings, calibration)
+    return cal.span_extension if cal else settings.span_extension
 
 
 def smooth(probs: np.ndarray, width: int) -> np.ndarray:
@@ -268,7 +284,7 @@ def scores_to_spans(answer: str, scores: DetectorScores, settings, calibration: 
     filters."""
     t, _, _ = effective(settings, calibration, scores.task_type)
     t = t if threshold is None else threshold
-    ratio = settings.span_extension
+    ratio = extension_of(settings, calibration)
     raw = token_probs_to_spans(answer, scores.answer_offsets, scores.probs, threshold=t,
                                min_span_chars=max(1, settings.min_span_length),
                                extend_to=t * ratio if ratio < 1.0 else None)

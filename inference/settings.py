@@ -83,7 +83,8 @@ class DetectorSettings(ModelSettings):
     span_extension: float = 0.5            # a flagged span grows over the adjacent answer tokens whose
                                            # probability is >= span_extension x the threshold (hysteresis: the
                                            # threshold finds an error, the lower bound its extent); 1.0: off.
-                                           # Calibration fits thresholds with it (docs/detector.md)
+                                           # A model's calibration brings the extension its thresholds were
+                                           # fitted with, which replaces this one (docs/detector.md)
     enable_nli_filtering: bool = True      # entailed spans with confidence >= nli_entailment_threshold dropped
     nli_entailment_threshold: float = 0.75
     keep_ungrounded: bool = True           # a span holding a number, quantity or name that the context lacks

@@ -111,3 +111,25 @@ def test_the_fitted_combiner_leaves_out_the_indicator_of_a_task_too_small_for_a_
     assert "task=QA" in feats and "task=Data2txt" not in feats
     _, _, by_mode = fit_calibration(recs, raw, hm, ["max"], ["on"], [0], task_indicators="all")
     assert "task=Data2txt" in by_mode["on"].combiner.features
+
+
+def test_the_calibration_carries_the_span_extension_its_thresholds_were_fitted_with():
+    from inference.detector_stage import Calibration, extension_of
+    from inference.settings import DetectorSettings, InferenceSettings
+
+    rng = np.random.default_rng(0)
+    recs = [_record(i, i % 2 == 0) for i in range(24)]
+    raw = [_prediction(r, rng) for r in recs]
+    hm = InferenceSettings().hallucination_mitigation.hallucination_model
+    cal, _, _ = fit_calibration(recs, raw, hm, ["max"], ["off"], [0], span_extension=0.5)
+    assert cal.span_extension == 0.5 and cal.to_dict()["span_extension"] == 0.5
+    assert Calibration.from_dict(cal.to_dict()).span_extension == 0.5
+    # a detector.json written before the extension existed was fitted without it, and is read so
+    assert Calibration.from_dict({"threshold": 0.2}).span_extension == 1.0
+    # the runtime uses the calibration's extension when it uses the calibration, else the settings' own
+    settings = DetectorSettings(span_extension=0.7)
+    assert extension_of(settings, Calibration(threshold=0.2)) == 1.0
+    assert extension_of(DetectorSettings(span_extension=0.7, use_model_calibration=False), cal) == 0.7
+    assert extension_of(settings, None) == 0.7
+    with pytest.raises(ValueError, match="calibration.span_extension"):
+        CalibrationConfig(span_extension=0.0).validate()

@@ -10,6 +10,7 @@ import pytest
 from inference.detector_stage import DetectorScores, load_detector_json
 from inference.grounding import grounding_features
 from training.data.records import SpanRecord
+from training.detector import CalibrationConfig
 from training.detector_scoring import Prediction
 
 ANSWER = "The tower was built in 1950 and is 500 meters tall. It is in Paris."
@@ -41,9 +42,7 @@ def oof():
 
 
 class _Cfg:
-    class calibration:
-        window_aggregation, combiner, smoothing = ["max"], ["off", "on"], [0]
-        selection, task_indicators = "best", "qualified"
+    calibration = CalibrationConfig(window_aggregation=["max"], combiner=["off", "on"])
 
 
 def test_each_fold_is_calibrated_on_the_other_folds_only(oof, tmp_path, monkeypatch):

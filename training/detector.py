@@ -138,6 +138,9 @@ class CalibrationConfig:
     # qualified: task-type indicators in the combiner only for task types that may have their own threshold;
     # all: every one (training.detector_scoring.TASK_INDICATORS)
     task_indicators: str = "qualified"
+    # a flagged span grows over neighbours with P >= this x the threshold (hysteresis); the thresholds are fitted
+    # with it and detector.json records it (docs/detector.md, "Span extension"); 1.0: none
+    span_extension: float = 0.5
 
     def validate(self):
         if set(self.window_aggregation) - {"max", "min", "mean"} or not self.window_aggregation:
@@ -153,6 +156,7 @@ class CalibrationConfig:
                              f"got {self.task_indicators!r}")
         for width in self.smoothing:
             Calibration(smoothing=width)  # the runtime's own check of one width
+        Calibration(span_extension=self.span_extension)
 
 
 @dataclass
@@ -418,7 +422,7 @@ def train_and_calibrate(cfg: DetectorConfig, train_recs: list[SpanRecord], dev_r
     c = cfg.calibration
     if c.enabled and dev_recs and calibrate_run:
         calibration, table, _ = calibrate(out, dev_recs, c.window_aggregation, c.combiner, c.smoothing,
-                                          c.selection, c.task_indicators)
+                                          c.selection, c.task_indicators, c.span_extension)
     write_json(out / "detector.json", {
         "format": "[CLS] context [SEP] question [SEP] answer [SEP] (inference.spans)",
         "max_length": ml, "threshold": cfg.eval.threshold, "min_span_chars": cfg.eval.min_span_chars,
@@ -476,7 +480,7 @@ def recalibrate_run(cfg: DetectorConfig) -> None:
                         f"{detector_json['calibration_records']}: the data changed; train again instead")
     c = cfg.calibration
     calibration, table, _ = calibrate(out, dev_recs, c.window_aggregation, c.combiner, c.smoothing, c.selection,
-                                      c.task_indicators)
+                                      c.task_indicators, c.span_extension)
     fields = {"calibration": calibration.to_dict(), "calibration_candidates": table,
               "calibration_records": len(dev_recs)}
     write_json(out / "detector.json", {**detector_json, **fields})

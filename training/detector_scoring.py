@@ -26,6 +26,7 @@ from inference.detector_stage import (
     DetectorScores,
     design_matrix,
     effective,
+    extension_of,
     rescore,
     scores_to_spans,
     smoothing_of,
@@ -273,8 +274,10 @@ def select_one_se(objectives: list[float], complexities: list[int], stats: list[
 
 def fit_calibration(records: list[SpanRecord], raw: list[Prediction], settings, aggregations=("max", "min"),
                     combiner_modes=("off", "on"), smoothings=(0,), selection: str = "best",
-                    task_indicators: str = "qualified") -> tuple[Calibration, list[dict], dict[str, Calibration]]:
+                    task_indicators: str = "qualified", span_extension: float = 1.0
+                    ) -> tuple[Calibration, list[dict], dict[str, Calibration]]:
     """Choose window aggregation, combiner, smoothing and thresholds (global and per task type) on calibration
+    records; spans are built with `span_extension` (inference.detector_stage.extension_of), which every candidate
     records.
 
     `raw` are the records' runtime predictions (any calibration: only their window probabilities are used).
@@ -297,7 +300,7 @@ def fit_calibration(records: list[SpanRecord], raw: list[Prediction], settings, 
             combiner = (fit_combiner(records, base, features=combiner_features(features, by_task, task_indicators))
                         if features else None)
             for width in smoothings:
-                cal = Calibration(None, agg, combiner, smoothing=width)
+                cal = Calibration(None, agg, combiner, smoothing=width, span_extension=span_extension)
                 preds = apply_calibration(records, raw, settings, cal)
                 cal.threshold, global_obj = _best_threshold(records, preds, settings, cal)
                 complexity = _COMPLEXITY[mode] + int(width > 1)
@@ -309,7 +312,8 @@ def fit_calibration(records: list[SpanRecord], raw: list[Prediction], settings, 
                 for task, idx in by_task.items():
                     task_t[task] = _best_threshold([records[i] for i in idx], [preds[i] for i in idx], settings,
                                                    cal)[0]
-                per_task = Calibration(cal.threshold, agg, combiner, task_thresholds=task_t or None, smoothing=width)
+                per_task = Calibration(cal.threshold, agg, combiner, task_thresholds=task_t or None, smoothing=width,
+                                       span_extension=span_extension)
                 task_obj = global_obj
                 if task_t:
                     final = apply_calibration(records, raw, settings, per_task)
@@ -340,12 +344,13 @@ def fit_calibration(records: list[SpanRecord], raw: list[Prediction], settings, 
 
 def calibrate(model_dir: str | Path, records: list[SpanRecord], aggregations=("max", "min"),
               combiner_modes=("off", "on"), smoothings=(0,), selection: str = "best",
-              task_indicators: str = "qualified") -> tuple[Calibration, list[dict], dict[str, Calibration]]:
+              task_indicators: str = "qualified", span_extension: float = 1.0
+              ) -> tuple[Calibration, list[dict], dict[str, Calibration]]:
     """fit_calibration on a model dir's runtime predictions (one model pass over the records)."""
     gate = runtime_gate(model_dir, calibration=Calibration())
     raw = predict(gate, records)
     return fit_calibration(records, raw, gate.settings.hallucination_mitigation.hallucination_model, aggregations,
-                           combiner_modes, smoothings, selection, task_indicators)
+                           combiner_modes, smoothings, selection, task_indicators, span_extension)
 
 
 def metrics_of(records: list[SpanRecord], preds: list[Prediction], settings, cal: Calibration) -> dict:
@@ -354,7 +359,7 @@ def metrics_of(records: list[SpanRecord], preds: list[Prediction], settings, cal
     threshold, aggregation, combiner = effective(settings, cal)
     return {"threshold": threshold, "task_thresholds": cal.task_thresholds if cal else None,
             "window_aggregation": aggregation, "combiner": combiner is not None,
-            "smoothing": smoothing_of(settings, cal),
+            "smoothing": smoothing_of(settings, cal), "span_extension": extension_of(settings, cal),
             "n_scored": len(items), "n_skipped": len(skipped), "skipped": skipped[:50],
             "levels": detection_metrics(items), "auroc": per_task_auroc(records, preds)}
 
