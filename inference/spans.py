@@ -548,8 +548,10 @@ def token_probs_to_spans(answer: str, answer_offsets: Sequence[tuple[int, int]],
     Tokens with prob >= threshold are flagged; flagged tokens whose characters are separated by at most
     `merge_gap_chars` non-word characters (spaces, a hyphen) merge into one span. With `snap_to_words`, a span
     that starts or ends inside a word grows to the whole word (a flagged "##ris" flags "Paris"). Spans shorter
-    than `min_span_chars` (after stripping whitespace) are dropped. `confidence` is the mean probability of the
-    flagged tokens in the span; also reported: `max_prob`.
+    than `min_span_chars` (after stripping whitespace) are dropped. With `extend_to` (below the threshold), the
+    flagged tokens first grow over every run of adjacent tokens with prob >= extend_to that holds one of them
+    (hysteresis: the threshold finds an error, the lower bound how far it reaches). `confidence` is the mean
+    probability of the tokens at the threshold in the span; also reported: `max_prob`.
     """
     probs = np.asarray(probs, dtype=float).reshape(-1)
     if len(probs) != len(answer_offsets):
@@ -600,20 +602,10 @@ def token_probs_to_spans(answer: str, answer_offsets: Sequence[tuple[int, int]],
 def _hysteresis(probs: np.ndarray, flagged: np.ndarray, low: float) -> np.ndarray:
     """Flagged tokens grown over their neighbours with probability >= `low` (runs of such tokens holding a
     flagged one): hysteresis thresholding, as in edge detection."""
-    weak = ~(probs < low)
-    out = flagged.copy()
-    i, n = 0, len(probs)
-    while i < n:
-        if not weak[i]:
-            i += 1
-            continue
-        j = i
-        while j < n and weak[j]:
-            j += 1
-        if flagged[i:j].any():
-            out[i:j] = True
-        i = j
-    return out
+    weak = ~(probs < low) | flagged
+    starts = weak & ~np.concatenate([[False], weak[:-1]])
+    run = np.cumsum(starts) * weak  # 1, 2, ... per run of weak tokens; 0 outside them
+    return weak & np.isin(run, run[flagged])
 
 
 def answer_token_probs(logits: np.ndarray, enc: DetectorInput, hallucinated_id: int = 1) -> np.ndarray:
