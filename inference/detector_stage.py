@@ -29,7 +29,14 @@ import numpy as np
 
 from inference.grounding import FEATURES, ContextIndex, grounding_features
 from inference.runners import Features
-from inference.spans import TASK_TYPES, WINDOW_FILLS, DetectorInput, answer_token_probs, token_probs_to_spans
+from inference.spans import (
+    TASK_TYPES,
+    WINDOW_FILLS,
+    DetectorInput,
+    answer_token_probs,
+    check_span_extension,
+    token_probs_to_spans,
+)
 from inference.structured import STYLES as STRUCTURED_STYLES
 from inference.windowing import context_coverage
 
@@ -97,10 +104,7 @@ class Calibration:
     def __post_init__(self):
         if not isinstance(self.smoothing, int) or isinstance(self.smoothing, bool) or self.smoothing < 0:
             raise ValueError(f"calibration.smoothing: a token count >= 0, got {self.smoothing!r}")
-        if isinstance(self.span_extension, bool) or not isinstance(self.span_extension, (int, float)) \
-                or not 0.0 < self.span_extension <= 1.0:
-            raise ValueError(f"calibration.span_extension: a fraction of the threshold in (0, 1] (1: none), "
-                             f"got {self.span_extension!r}")
+        check_span_extension(self.span_extension, "calibration.span_extension")
 
     @classmethod
     def from_dict(cls, data: dict | None, source: str = "") -> Calibration:

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from inference.config import ConfigError, from_dict, load_config
+from inference.spans import check_span_extension
 
 HALLUCINATION_ACTIONS = ("header", "body", "block", "none")
 UNVERIFIED_ACTIONS = ("header", "body", "none")
@@ -114,8 +115,7 @@ class DetectorSettings(ModelSettings):
     def validate(self) -> None:
         super().validate()
         _unit("min_span_confidence", self.min_span_confidence)
-        if not 0.0 < self.span_extension <= 1.0:
-            raise ValueError(f"span_extension: a fraction of the threshold in (0, 1] (1: off), got {self.span_extension}")
+        check_span_extension(self.span_extension)
         _unit("nli_entailment_threshold", self.nli_entailment_threshold)
         if self.min_span_length < 0:
             raise ValueError(f"min_span_length: must be >= 0, got {self.min_span_length}")

@@ -599,6 +599,12 @@ def token_probs_to_spans(answer: str, answer_offsets: Sequence[tuple[int, int]],
     return spans
 
 
+def check_span_extension(value, name: str = "span_extension") -> None:
+    """A span extension is a fraction of the threshold in (0, 1] (1: none); ValueError naming `name` otherwise."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 < value <= 1.0:
+        raise ValueError(f"{name}: a fraction of the threshold in (0, 1] (1: none), got {value!r}")
+
+
 def _hysteresis(probs: np.ndarray, flagged: np.ndarray, low: float) -> np.ndarray:
     """Flagged tokens grown over their neighbours with probability >= `low` (runs of such tokens holding a
     flagged one): hysteresis thresholding, as in edge detection."""
