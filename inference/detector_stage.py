@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from inference.grounding import FEATURES, ContextIndex, grounding_features
+from inference.grounding import COPY_FEATURES, FEATURES, ContextIndex, grounding_features
 from inference.runners import Features
 from inference.spans import (
     TASK_TYPES,
@@ -249,6 +249,8 @@ def score_answers(runner, jobs: list[DetectorJob], settings, calibration: Calibr
                   hallucinated_id: int = 1) -> list[DetectorScores]:
     """Run every window of every job in one batched runner call; combine per token; apply the combiner."""
     _, aggregation, combiner = effective(settings, calibration)
+    # the copy signals cost ~4 ms at 4K tokens: only when the combiner reads them, or for calibration (no combiner)
+    copy = combiner is None or bool(set(combiner.features) & set(COPY_FEATURES))
     feats = [Features(w.input_ids, w.token_type_ids) for job in jobs for w in job.windows]
     logits = runner.logits(feats) if feats else []
     out, pos = [], 0
@@ -260,7 +262,7 @@ def score_answers(runner, jobs: list[DetectorJob], settings, calibration: Calibr
         offsets = list(job.windows[0].answer_offsets) if job.windows else []
         read = read_context(job.context, job.windows)
         grounding = grounding_features(job.answer, read, job.question, offsets,
-                                       ContextIndex(f"{read}\n{job.question or ''}"))
+                                       ContextIndex(f"{read}\n{job.question or ''}"), copy=copy)
         raw = DetectorScores(offsets, np.zeros(0), np.zeros(0), grounding, len(job.windows), job.task_type,
                              per_window)
         out.append(rescore(raw, aggregation, combiner, smoothing_of(settings, calibration)))

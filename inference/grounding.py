@@ -21,6 +21,12 @@ Per answer word (numbers normalised: `1,887` = `1887`, `3.50` = `3.5`, `twelve` 
                          record states the opposite or nothing. On the 611 local RAGTruth responses 14.2% of the
                          content words inside hallucinated Data2txt spans have it, 0.65% of those outside
                          (docs/detector.md)
+    copied_bigram        the word is part of a two-word sequence that occurs verbatim in the context (copied)
+    copied_4gram         ... of a four-word sequence that occurs verbatim in the context (copied text)
+    pair_unsupported     a content word whose pair with the previous content word of the answer (adjacent, or
+                         one content word apart) never occurs in the context: supported words in a new relation
+    answer_position      where the word starts in the answer (0 = start, 1 = end)
+    sentence_position    the word's sentence in the answer: 0, 1/3, 2/3, 1 for the first, second, third, later
 
 The question counts as context (an answer may repeat it). Features are per answer *token* (from its word, by
 character overlap), so they line up with the Detector's per-token probabilities.
@@ -30,13 +36,18 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from functools import cached_property
+from itertools import pairwise
 
 import numpy as np
 
 from inference.structured import key_words
 
+# The copy, pair and position signals (session 21) are only used by the combiner mode "copy" (a recipe's
+# calibration.combiner): measured, not adopted by the recipes (docs/detector.md, "Copy, pair and position signals").
+COPY_FEATURES = ("copied_bigram", "copied_4gram", "pair_unsupported", "answer_position", "sentence_position")
 FEATURES = ("number_unsupported", "entity_unsupported", "word_unsupported", "function_word",
-            "sentence_unsupported", "falsy_field")
+            "sentence_unsupported", "falsy_field", *COPY_FEATURES)
 
 STOPWORDS = frozenset(["a", "an", "the", "and", "or", "but", "if", "then", "than", "of", "to", "in", "on", "at", "by", "for", "with", "from", "as", "is", "are", "was", "were", "be", "been", "being", "it", "its", "this", "that", "these", "those", "there", "their", "they", "them", "he", "she", "his", "her", "we", "our", "you", "your", "i", "me", "my", "not", "no", "do", "does", "did", "has", "have", "had", "can", "could", "will", "would", "should", "may", "might", "must", "also", "which", "who", "whom", "whose", "what", "when", "where", "why", "how", "all", "any", "each", "some", "such", "so", "very", "more", "most", "other", "into", "about", "over", "after", "before", "between", "during", "through", "up", "down", "out", "only", "own", "same", "too", "just", "both", "few", "many", "much", "one", "s", "t", "off", "again", "further", "once", "here", "am", "while", "until", "against", "under", "above", "below", "own"])
 
@@ -130,6 +141,23 @@ class ContextIndex:
             if a is not None and b is not None and a.is_integer() and b.is_integer() and 0 < b - a <= _MAX_RANGE:
                 self.numbers.update(float(x) for x in range(int(a), int(b) + 1))
         self.falsy = falsy_field_stems(text)
+        self._sequence = words  # for the copy signals' word n-grams, built on first use
+
+    # Word n-grams for the copy signals: sets of tuples, ~4 per context word. Built only when a combiner uses
+    # them (3.7 ms more for a 16K-character context; docs/detector.md).
+    @cached_property
+    def bigrams(self) -> set[tuple[str, str]]:
+        return set(pairwise(self._sequence))
+
+    @cached_property
+    def fourgrams(self) -> set[tuple[str, ...]]:
+        w = self._sequence
+        return set(zip(w, w[1:], w[2:], w[3:], strict=False))
+
+    @cached_property
+    def content_pairs(self) -> set[tuple[str, str]]:
+        content = [w for w in self._sequence if w not in STOPWORDS]
+        return set(pairwise(content)) | set(zip(content, content[2:], strict=False))
 
     def has_number(self, value: float) -> bool:
         return value in self.numbers or any(abs(value - n) < 1e-9 for n in self.numbers)
@@ -142,8 +170,8 @@ class ContextIndex:
         return bool(parts) and all(p in self.words or _stem(p) in self.stems or p in STOPWORDS for p in parts)
 
 
-def word_signals(answer: str, index: ContextIndex) -> list[tuple[int, int, np.ndarray]]:
-    """(start, end, feature vector) for each word of the answer."""
+def word_signals(answer: str, index: ContextIndex, copy: bool = True) -> list[tuple[int, int, np.ndarray]]:
+    """(start, end, feature vector) for each word of the answer; `copy=False` leaves the COPY_FEATURES at 0."""
     words = [(m.start(), m.end(), m.group()) for m in _WORD.finditer(answer)]
     out: list[tuple[int, int, np.ndarray]] = []
     sentence_starts = {m.start() + len(m.group()) - len(m.group().lstrip()) for m in _SENT.finditer(answer)}
@@ -167,14 +195,39 @@ def word_signals(answer: str, index: ContextIndex) -> list[tuple[int, int, np.nd
                 f[5] = 1.0
         prev_number = bool(f[0]) if value is not None else None
         out.append((s, e, f))
-    # sentence-level share of unsupported content words
-    for m in _SENT.finditer(answer):
+    # sentence-level share of unsupported content words, and the sentence's place in the answer
+    for n, m in enumerate(_SENT.finditer(answer)):
         inside = [f for s, e, f in out if m.start() <= s < m.end()]
         content = [f for f in inside if not f[3]]
         share = float(np.mean([max(f[0], f[2]) for f in content])) if content else 0.0
         for f in inside:
             f[4] = share
+            if copy:
+                f[10] = min(n, 3) / 3
+    if copy:
+        _copy_signals(answer, [w.lower() for _, _, w in words], out, index)
     return out
+
+
+def _copy_signals(answer: str, lowered: list[str], out: list[tuple[int, int, np.ndarray]], index: ContextIndex
+                  ) -> None:
+    """copied_bigram, copied_4gram, pair_unsupported and answer_position of each word (columns 6-9)."""
+    n = len(lowered)
+    for i in range(n - 1):
+        if (lowered[i], lowered[i + 1]) in index.bigrams:
+            out[i][2][6] = out[i + 1][2][6] = 1.0
+    for i in range(n - 3):
+        if tuple(lowered[i:i + 4]) in index.fourgrams:
+            for j in range(i, i + 4):
+                out[j][2][7] = 1.0
+    prev = None
+    for (s, _, f), w in zip(out, lowered):
+        f[9] = s / max(1, len(answer))
+        if w in STOPWORDS:
+            continue
+        if prev is not None:
+            f[8] = float((prev, w) not in index.content_pairs)
+        prev = w
 
 
 def _negated(answer: str, start: int, sentence_starts: set[int], window: int = 5) -> bool:
@@ -186,11 +239,12 @@ def _negated(answer: str, start: int, sentence_starts: set[int], window: int = 5
 
 
 def grounding_features(answer: str, context: str, question: str | None,
-                       answer_offsets: Sequence[tuple[int, int]], index: ContextIndex | None = None) -> np.ndarray:
+                       answer_offsets: Sequence[tuple[int, int]], index: ContextIndex | None = None,
+                       copy: bool = True) -> np.ndarray:
     """(n_tokens, len(FEATURES)) float32: each token takes the features of the word it overlaps (punctuation and
-    whitespace tokens: function_word = 1)."""
+    whitespace tokens: function_word = 1). `copy=False`: the COPY_FEATURES stay 0 (a combiner without them)."""
     index = index or ContextIndex(f"{context}\n{question or ''}")
-    words = word_signals(answer, index)
+    words = word_signals(answer, index, copy)
     feats = np.zeros((len(answer_offsets), len(FEATURES)), dtype=np.float32)
     j = 0
     for i, (s, e) in enumerate(answer_offsets):

@@ -25,7 +25,10 @@ RECORDS = [
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory, minilm_dir):
     path = make_run_dir(tmp_path_factory.mktemp("det") / "run", "token", DETECTOR_LABELS, minilm_dir, seed=3)
-    comb = Combiner(list(ALL_FEATURES), [0.5, 3.0, 2.0, 0.5, -1.0, 1.0, 2.0, 0.1, 0.0, -0.2], -2.0)
+    weights = {"model_logit": 0.5, "number_unsupported": 3.0, "entity_unsupported": 2.0, "word_unsupported": 0.5,
+               "function_word": -1.0, "sentence_unsupported": 1.0, "falsy_field": 2.0, "copied_4gram": -0.5,
+               "pair_unsupported": 0.3, "task=QA": 0.1, "task=Data2txt": -0.2}
+    comb = Combiner(list(ALL_FEATURES), [weights.get(f, 0.0) for f in ALL_FEATURES], -2.0)
     (path / "detector.json").write_text(json.dumps(
         {"max_length": 128, "calibration": Calibration(0.4, "min", comb).to_dict()}))
     return path

@@ -98,3 +98,57 @@ def test_quantity_kinds_match_units_across_spellings_and_tell_years_from_counts(
     assert quantity_kinds("5 feet or 3 ft; 10 km or 7 kilometres") == ["unit:foot"] * 2 + ["unit:kilometer"] * 2
     assert quantity_kinds("built in 1889 for 1,200 guests, rated 42") == ["year", "number", "number"]
     assert quantity_kinds("Bob Smith") == []
+
+
+def _word_features(answer, context=EIFFEL):
+    """{word: feature row} of the answer's words (each word once in these hand cases)."""
+    offsets = [(m.start(), m.end()) for m in __import__("re").finditer(r"\w+", answer)]
+    feats = grounding_features(answer, context, None, offsets)
+    return {answer[s:e]: dict(zip(FEATURES, row)) for (s, e), row in zip(offsets, feats)}
+
+
+def test_copied_text_and_new_relations_between_supported_words():
+    answer = "The tower is 330 meters tall. The entrance arch was built in Paris."
+    f = _word_features(answer)
+    # "The tower is 330" is copied verbatim from the context: both copy signals
+    assert f["tower"]["copied_bigram"] == 1.0 and f["tower"]["copied_4gram"] == 1.0
+    # "entrance arch" is a pair of the context; "arch ... built" and "built ... Paris" are not, though every
+    # word is in the context ("was built" and "in Paris" are, as bigrams)
+    assert f["arch"]["pair_unsupported"] == 0.0 and f["arch"]["copied_bigram"] == 1.0
+    assert f["built"]["word_unsupported"] == 0.0 and f["built"]["pair_unsupported"] == 1.0
+    assert f["built"]["copied_bigram"] == 1.0 and f["built"]["copied_4gram"] == 0.0
+    assert f["Paris"]["pair_unsupported"] == 1.0 and f["Paris"]["copied_4gram"] == 0.0  # "in Paris" is copied
+
+
+def test_positions_in_the_answer():
+    answer = "First sentence here. Second one. Third one. Fourth one. Fifth one."
+    f = _word_features(answer, context="unrelated")
+    assert f["First"]["answer_position"] == 0.0 and f["First"]["sentence_position"] == 0.0
+    assert f["Second"]["sentence_position"] == pytest.approx(1 / 3)
+    assert f["Fourth"]["sentence_position"] == 1.0 and f["Fifth"]["sentence_position"] == 1.0
+    assert f["Fifth"]["answer_position"] == pytest.approx(answer.index("Fifth") / len(answer))
+
+
+def test_combiner_modes_keep_the_copy_signals_to_their_own_mode():
+    from inference.grounding import COPY_FEATURES
+    from training.detector import CalibrationConfig
+    from training.detector_scoring import COMBINER_MODES
+
+    assert not set(COPY_FEATURES) & set(COMBINER_MODES["all"])  # the recipes' "all" is the session-20 set
+    assert set(COPY_FEATURES) <= set(COMBINER_MODES["copy"]) and set(COMBINER_MODES["all"]) < set(COMBINER_MODES["copy"])
+    CalibrationConfig(combiner=["off", "copy"]).validate()
+    with pytest.raises(ValueError, match="calibration.combiner"):
+        CalibrationConfig(combiner=["everything"]).validate()
+
+
+def test_copy_signals_are_skipped_on_request_and_the_rest_is_unchanged():
+    from inference.grounding import COPY_FEATURES
+
+    answer = "The tower is 330 meters tall. It was built in 1950 by Bob Smith."
+    offsets = [(m.start(), m.end()) for m in __import__("re").finditer(r"\w+|[^\w\s]", answer)]
+    full = grounding_features(answer, EIFFEL, None, offsets)
+    lean = grounding_features(answer, EIFFEL, None, offsets, copy=False)
+    copy_cols = [FEATURES.index(f) for f in COPY_FEATURES]
+    rest = [j for j in range(len(FEATURES)) if j not in copy_cols]
+    assert not lean[:, copy_cols].any() and full[:, copy_cols].any()
+    np.testing.assert_array_equal(full[:, rest], lean[:, rest])

@@ -130,7 +130,7 @@ class CalibrationConfig:
 
     enabled: bool = True
     window_aggregation: list[str] = field(default_factory=lambda: ["max", "min"])
-    combiner: list[str] = field(default_factory=lambda: ["off", "on"])  # off / on / all (detector_scoring)
+    combiner: list[str] = field(default_factory=lambda: ["off", "on"])  # off / on / all / copy (detector_scoring)
     smoothing: list[int] = field(default_factory=lambda: [0])  # moving-average widths over answer tokens (0: none)
     # best: the highest objective; one_se: the simplest candidate within one bootstrap standard error of it
     # (training.detector_scoring.SELECTIONS)
@@ -145,8 +145,8 @@ class CalibrationConfig:
     def validate(self):
         if set(self.window_aggregation) - {"max", "min", "mean"} or not self.window_aggregation:
             raise ValueError("calibration.window_aggregation: a non-empty list of max / min / mean")
-        if set(self.combiner) - {"off", "on", "all"} or not self.combiner:
-            raise ValueError("calibration.combiner: a non-empty list of off / on / all")
+        if set(self.combiner) - {"off", "on", "all", "copy"} or not self.combiner:
+            raise ValueError("calibration.combiner: a non-empty list of off / on / all / copy")
         if not self.smoothing:
             raise ValueError("calibration.smoothing: a non-empty list of token counts >= 0 (0: no smoothing)")
         if self.selection not in SELECTIONS:

@@ -31,6 +31,7 @@ from inference.detector_stage import (
     scores_to_spans,
     smoothing_of,
 )
+from inference.grounding import COPY_FEATURES
 from inference.settings import InferenceSettings
 from inference.spans import token_labels
 from inference.windowing import InputTooLongError
@@ -170,7 +171,8 @@ def fit_combiner(records: list[SpanRecord], preds: list[Prediction], c: float = 
     return Combiner(list(features), [round(float(v), 6) for v in lr.coef_[0]], round(float(lr.intercept_[0]), 6))
 
 
-COMBINER_MODES = {"off": None, "on": DEFAULT_COMBINER_FEATURES, "all": ALL_FEATURES}
+COMBINER_MODES = {"off": None, "on": DEFAULT_COMBINER_FEATURES,
+                  "all": tuple(f for f in ALL_FEATURES if f not in COPY_FEATURES), "copy": ALL_FEATURES}
 # A threshold trades missed hallucinations against false alarms, so a task type gets its own only when its
 # calibration responses hold enough of both: with RAGTruth's QA share (~17%, 1 in 5 hallucinated) a 15%
 # calibration split has ~2-3 hallucinated QA answers, and thresholds fitted on them swung from 0.15 to 0.6
@@ -229,7 +231,7 @@ def _best_threshold(records, preds, settings, cal) -> tuple[float, float]:
 #   folds, not adopted (docs/detector.md, "Calibration rules on small calibration splits").
 SELECTIONS = ("best", "one_se")
 BOOTSTRAP_SAMPLES = 200
-_COMPLEXITY = {"off": 0, "on": 1, "all": 2}
+_COMPLEXITY = {"off": 0, "on": 1, "all": 2, "copy": 3}
 
 
 def objective_stats(items: list[Scored]) -> np.ndarray:
@@ -282,7 +284,8 @@ def fit_calibration(records: list[SpanRecord], raw: list[Prediction], settings, 
 
     `raw` are the records' runtime predictions (any calibration: only their window probabilities are used).
     Combiner modes: "off" (the model's probabilities), "on" (model + local grounding signals: numbers, names),
-    "all" (also the word- and sentence-level absences). Smoothings: widths of the moving average over answer
+    "all" (also the word- and sentence-level absences), "copy" (also the copy, pair and position signals,
+    inference.grounding.COPY_FEATURES). Smoothings: widths of the moving average over answer
     tokens applied after the combiner (inference.detector_stage.smooth; 0 = none). `selection`: "best" or
     "one_se" (see SELECTIONS); `task_indicators`: see TASK_INDICATORS. Returns the chosen calibration, the
     table of every candidate's objective, and the best calibration of each combiner mode.
