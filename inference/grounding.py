@@ -144,7 +144,7 @@ class ContextIndex:
         self._sequence = words  # for the copy signals' word n-grams, built on first use
 
     # Word n-grams for the copy signals: sets of tuples, ~4 per context word. Built only when a combiner uses
-    # them (3.7 ms more for a 16K-character context; docs/detector.md).
+    # them (~9 ms more for a 16K-character context; docs/detector.md).
     @cached_property
     def bigrams(self) -> set[tuple[str, str]]:
         return set(pairwise(self._sequence))

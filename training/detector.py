@@ -41,7 +41,14 @@ from training.data.recombine import context_edits, recombine, sentences
 from training.data.records import SpanRecord
 from training.data.spans import SpanDataReport, load_span_source
 from training.data.synthetic import TRANSFORMS, generate_synthetic
-from training.detector_scoring import SELECTIONS, TASK_INDICATORS, calibrate, evaluate, runtime_gate
+from training.detector_scoring import (
+    COMBINER_MODES,
+    SELECTIONS,
+    TASK_INDICATORS,
+    calibrate,
+    evaluate,
+    runtime_gate,
+)
 from training.hardware import hardware
 from training.models import build_model, load_tokenizer, resolve_base_model
 from training.trainer import (
@@ -145,8 +152,8 @@ class CalibrationConfig:
     def validate(self):
         if set(self.window_aggregation) - {"max", "min", "mean"} or not self.window_aggregation:
             raise ValueError("calibration.window_aggregation: a non-empty list of max / min / mean")
-        if set(self.combiner) - {"off", "on", "all", "copy"} or not self.combiner:
-            raise ValueError("calibration.combiner: a non-empty list of off / on / all / copy")
+        if set(self.combiner) - set(COMBINER_MODES) or not self.combiner:
+            raise ValueError(f"calibration.combiner: a non-empty list of {' / '.join(COMBINER_MODES)}")
         if not self.smoothing:
             raise ValueError("calibration.smoothing: a non-empty list of token counts >= 0 (0: no smoothing)")
         if self.selection not in SELECTIONS:
@@ -298,7 +305,7 @@ def training_example(tokenizer, rec: SpanRecord, max_length: int, overlap: int, 
     # number the context has but the window lacks, or >= 30% of the sentence's content words.
     full, seen = ContextIndex(f"{context}\n{q or ''}"), ContextIndex(f"{texts[best]}\n{q or ''}")
     words = [(s, bool(fw[0] or fw[2]) and not (ff[0] or ff[2]), bool(fw[0]) and not ff[0], bool(fw[3]))
-             for (s, _, fw), (_, _, ff) in zip(word_signals(a, seen), word_signals(a, full))]
+             for (s, _, fw), (_, _, ff) in zip(word_signals(a, seen, copy=False), word_signals(a, full, copy=False))]
     masked = 0
     for s0, e0 in sentences(a):
         inside = [w for w in words if s0 <= w[0] < e0 and not w[3]]
