@@ -161,8 +161,11 @@ def summarize(folds: list[dict]) -> dict:
     keys = ["auroc", "auroc_without_combiner"] + (["auroc_cross_fold"] if all("auroc_cross_fold" in f for f in folds)
                                                   else [])
     for key in keys:
-        tasks = sorted(set().union(*(f[key] for f in folds)))
-        summary[key] = {t: _mean_std([f[key][t] for f in folds if f[key].get(t) is not None]) for t in tasks}
+        # A task without both classes in a fold has no AUROC there (None); one with none in any fold run (a
+        # single-fold run, `--folds 1`) is left out of the summary, which the report shows as "-".
+        values = {t: [f[key][t] for f in folds if f[key].get(t) is not None]
+                  for t in sorted(set().union(*(f[key] for f in folds)))}
+        summary[key] = {t: _mean_std(v) for t, v in values.items() if v}
     return summary
 
 

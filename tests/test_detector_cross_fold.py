@@ -118,3 +118,18 @@ def test_the_summary_has_the_cross_fold_row_only_when_every_fold_has_it(oof, tmp
     assert summary["rows"][cv.CROSS_FOLD_ROW]["span_f1"]["folds"] == [
         round(rows[k]["levels"]["span"]["overall"]["f1"], 4) for k in range(3)]
     assert "auroc_cross_fold" in summary
+
+
+def test_the_summary_leaves_out_a_task_without_auroc_in_every_fold_run():
+    # `--folds 1` on a fold whose QA answers are all of one class: AUROC is None there (a crash once, on a GPU)
+    import eval.detector_cv as cv
+
+    levels = {lvl: {"overall": {"precision": 0.5, "recall": 0.5, "f1": 0.5}, "by_task_type": {}}
+              for lvl in cv.LEVELS}
+    fold = {"fold": 1, "rows": {name: levels for name in cv.ROWS},
+            "auroc": {"QA": None, "Summary": 0.7, "overall": 0.74},
+            "auroc_without_combiner": {"QA": None, "Summary": 0.4, "overall": 0.61}}
+    summary = cv.summarize([fold])
+    assert summary["auroc"] == {"Summary": {"mean": 0.7, "std": 0.0, "folds": [0.7]},
+                                "overall": {"mean": 0.74, "std": 0.0, "folds": [0.74]}}
+    assert "QA" not in summary["auroc_without_combiner"]

@@ -3,10 +3,16 @@ at once on one GPU: what a CPU session cannot afford (one CV of the offline reci
 
     python3 scripts/device/detector_sweep.py WORK OUT BUDGET_S [smoke]
 
-Folds run until BUDGET_S - 75 s; arms with all five folds are then aggregated (cross-fold calibration). OUT gets
+Folds run until BUDGET_S - SWEEP_AGGREGATE_S (default 150 s); arms with all five folds are then aggregated
+(cross-fold calibration: each arm reruns its fold models over the other folds, on the CPU cores). OUT gets
 summary.json (per fold and mean of each arm) and sweep.tgz (every arm's JSON, reports and logs, no weights).
-SWEEP_MODEL names the base model directory; `smoke` runs one arm for two steps on two folds (the CPU check).
-Arms are choices to measure, never defaults: a winner goes into configs/ only after a CPU rerun of its CV.
+SWEEP_MODEL names the base model directory; SWEEP_ARMS (comma-separated names) picks arms; `smoke` runs one arm
+for two steps on two folds (the CPU check). Arms are choices to measure, never defaults: a winner goes into
+configs/ only after a CPU rerun of its CV.
+
+Ran once, session 22 (H200, SWEEP_BUDGET=480; docs/detector.md "A recipe sweep on a GPU"): all 35 folds trained
+in 368 s, but the aggregation then had 75 s and timed out at one thread per process, so only the fold
+calibration came back; hence the larger reserve and the threads below.
 """
 import json
 import os
@@ -34,10 +40,13 @@ ARMS = {  # name -> (--set overrides, relative cost for ordering)
     "untrained": (["train.max_steps=1"], 1),  # control: what the grounding combiner does with a random head
 }
 FOLDS = [0, 1, 2, 3, 4]
+if os.environ.get("SWEEP_ARMS"):
+    ARMS = {a: ARMS[a] for a in os.environ["SWEEP_ARMS"].split(",")}
 if SMOKE:
     ARMS = {"base": (["train.max_steps=2"], 1)}
     FOLDS = [0, 1]
 WORKERS = int(os.environ.get("SWEEP_WORKERS", "40"))
+AGGREGATE_S = float(os.environ.get("SWEEP_AGGREGATE_S", "150"))
 
 
 def cmd(arm, extra):
@@ -49,12 +58,14 @@ def cmd(arm, extra):
     return c + extra
 
 
-def run(c, log, timeout):
+def run(c, log, timeout, threads=1):
     if timeout <= 5:
         return "skipped"
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
     with open(log, "w") as fh:
         try:
-            rc = subprocess.run(c, check=False, stdout=fh, stderr=subprocess.STDOUT, timeout=timeout).returncode
+            rc = subprocess.run(c, check=False, stdout=fh, stderr=subprocess.STDOUT, timeout=timeout,
+                                env=env).returncode
         except subprocess.TimeoutExpired:
             return "timeout"
     return rc
@@ -70,7 +81,7 @@ for a in ARMS:
 status = {}
 with ThreadPoolExecutor(WORKERS) as pool:
     futs = {pool.submit(lambda a=a, f=f: run(cmd(a, ["--folds", str(f)]), WORK / a / f"job-{f}.log",
-                                             left(75))): (a, f) for a, f in jobs}
+                                             left(AGGREGATE_S))): (a, f) for a, f in jobs}
     for fu, (a, f) in futs.items():
         status[f"{a}/{f}"] = fu.result()
         print(f"{time.time() - T0:6.0f}s {a} fold {f}: {status[f'{a}/{f}']}", flush=True)
@@ -79,7 +90,9 @@ with ThreadPoolExecutor(WORKERS) as pool:
 done = [a for a in ARMS if all((WORK / a / f"fold-{f}" / "fold_metrics.json").is_file() for f in FOLDS)]
 if not SMOKE:
     with ThreadPoolExecutor(WORKERS) as pool:
-        for a, rc in zip(done, pool.map(lambda a: run(cmd(a, []), WORK / a / "aggregate.log", left(20)), done)):
+        threads = max(1, (os.cpu_count() or 1) // max(1, len(done)))  # the folds' GPU work is over: share the cores
+        for a, rc in zip(done, pool.map(lambda a: run(cmd(a, []), WORK / a / "aggregate.log", left(20), threads),
+                                        done)):
             print(f"{time.time() - T0:6.0f}s aggregate {a}: {rc}", flush=True)
 
 

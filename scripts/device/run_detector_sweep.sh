@@ -2,7 +2,7 @@
 #   set -o pipefail; SWEEP_BUDGET=480 bash scripts/device/run_detector_sweep.sh 2>&1 | tee $OUT/run.log
 # Installs the carried wheels, unpacks the fp16 MiniLM, checks the imports on the GPU, then runs
 # scripts/device/detector_sweep.py (results: $OUT/summary.json and $OUT/sweep.tgz). Prepared and smoke-tested on
-# the CPU in session 21; the device call was refused that session, so it has not run on a GPU yet.
+# the CPU in session 21; ran once on an H200 in session 22 (docs/detector.md "A recipe sweep on a GPU").
 set -u
 T0=$(date +%s)
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .gpu/whl/*.whl || exit 3
@@ -11,7 +11,7 @@ export TOKENIZERS_PARALLELISM=false OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 PYTHONUN
 mkdir -p /tmp/minilm && cp .gpu/minilm/*.json .gpu/minilm/vocab.txt /tmp/minilm/ \
   && gunzip -c .gpu/minilm/model.safetensors.gz > /tmp/minilm/model.safetensors || exit 4
 export SWEEP_MODEL=/tmp/minilm
-nproc; nvidia-smi --query-gpu=name,memory.used --format=csv
+nproc --all; nvidia-smi --query-gpu=name,memory.used --format=csv
 python3 - <<'PY' || exit 5
 import torch, transformers, tokenizers, datasets
 print("torch", torch.__version__, "cuda", torch.cuda.is_available(), "transformers", transformers.__version__,
