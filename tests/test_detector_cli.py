@@ -90,6 +90,11 @@ def test_tiny_detector_trains_and_evaluates_end_to_end(tmp_path, arch, tiny_bert
         assert (out / name).exists(), name
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["global_steps"] == 3 and "eval_token_f1" in metrics["dev"]
+    # training inputs for training.export's int8 choice, never test records (the check reads test.jsonl)
+    def inputs(name):
+        rows = [json.loads(line) for line in (out / name).read_text().splitlines()]
+        return {(r["context"], r.get("question"), r["answer"]) for r in rows}
+    assert inputs("parity.jsonl") and not inputs("parity.jsonl") & inputs("test.jsonl")
     assert set(metrics["test"]["levels"]) == {"example", "span", "token"}
     ev = metrics["eval"]["ragtruth_test_subset"]
     assert ev["n_scored"] == 3  # the QA row without passages is reported, not scored

@@ -127,6 +127,26 @@ def test_project_onnx_backend_loads_export(bert_seq_run, tmp_path):
     assert runners.load_runner(out, task="sequence").onnx_path.name == INT8_FILE
 
 
+def test_int8_is_chosen_on_the_runs_parity_sample_when_the_test_split_is_used_up(bert_seq_run, tmp_path):
+    # the Detector's test splits (~100 records) are smaller than --samples: the check reads all of them, and the
+    # int8 scheme is chosen on its training inputs (parity.jsonl) instead of on the check's own records
+    run = tmp_path / "run"
+    shutil.copytree(bert_seq_run, run)
+    (run / "test.jsonl").write_text("".join(json.dumps({"text": f"Test question {i}?", "label": 1}) + "\n"
+                                            for i in range(5)))
+    (run / "parity.jsonl").write_text("".join(json.dumps({"text": f"Training prompt {i}."}) + "\n"
+                                              for i in range(20)))
+    check, check_source = parity_examples(run, 12)
+    select, source = parity_examples(run, 12, held_out=True)
+    assert len(check) == 5 and check_source.endswith("test.jsonl")
+    assert len(select) == 12 and all(t[0].startswith("Training prompt") for t in select)
+    assert source.endswith("parity.jsonl")
+    report = export(run, tmp_path / "e", quantize="int8", agreement_floor=0.0, samples=12)
+    assert report["int8_selection"] == {"source": str(run / "parity.jsonl"), "n_examples": 12,
+                                        "disjoint_from_parity": True}
+    assert report["inputs"]["n_examples"] == 5
+
+
 def test_int8_below_floor_is_refused_but_the_fp32_export_is_written(bert_seq_run, tmp_path, capsys):
     out = tmp_path / "export"
     rc = main(["--model", str(bert_seq_run), "--out", str(out), "--quantize", "int8",

@@ -28,8 +28,9 @@ Parity is measured on real inputs: up to --samples records of RUN_DIR/test.jsonl
 "premise"/"hypothesis", or the Detector's "context"/"question"/"answer"), else built-in sentences; batched with
 padding at the run's max_length. For token classification only non-padding positions are compared.
 fp32 must agree within --atol (1e-4); int8 must keep label agreement >= --agreement-floor (0.99). The int8
-scheme is chosen on up to --samples other records of the same file (int8_selection in the report), so the
-check that ships it is not the one it was chosen on.
+scheme is chosen on up to --samples other records (int8_selection in the report): the rest of the same file, then
+RUN_DIR/parity.jsonl (training inputs the Detector writes), so the check that ships it is not the one it was
+chosen on.
 
 Everything is written to EXPORT_DIR.partial first and renamed to EXPORT_DIR only when the fp32 check passed. When
 fp32 fails, the command exits with status 1 and the rejected files + report are left in EXPORT_DIR.failed for
@@ -75,7 +76,7 @@ log = logging.getLogger("halugate.export")
 FP32_FILE = "model.onnx"
 INT8_FILE = "model_quantized.onnx"
 REPORT_FILE = "export_report.json"
-PARITY_FILE = "parity.jsonl"  # written by runs without a test split (training.detector's shipped model)
+PARITY_FILE = "parity.jsonl"  # training inputs written by training.detector (never test records)
 COPIED_FILES = ("label_map.json", "config.yaml", "metrics.json", "sentinel.json", "detector.json")  # calibrations
 TASKS = {"sequence": "text-classification", "token": "token-classification"}
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt")
@@ -249,24 +250,30 @@ def record_kind(run_dir: Path) -> str:
 
 def parity_examples(run_dir: Path, n: int, seed: int = 0,
                     held_out: bool = False) -> tuple[list[tuple[str, ...]], str]:
-    """Up to n inputs from RUN_DIR/test.jsonl, else RUN_DIR/parity.jsonl (a sample of training inputs that runs
-    trained on all their data write; random, seeded), else the built-in sentences. `held_out`: up to n other
-    records of the same file, none of those the plain call picks (empty when the file has no more)."""
-    for name in ("test.jsonl", PARITY_FILE):
-        path = Path(run_dir) / name
-        rows = list(numbered_jsonl(path)) if path.is_file() else []
-        if rows:
-            cls = record_class(record_kind(run_dir))
-            picked = random.Random(seed).sample(rows, min(n, len(rows)))
-            if held_out:
-                taken = {i for i, _ in picked}
-                rest = [r for r in rows if r[0] not in taken]
-                picked = random.Random(seed + 1).sample(rest, min(n, len(rest)))
-            try:
-                return [cls.from_dict(r, f"{path}:{i}").model_inputs() for i, r in picked], str(path)
-            except DataError as exc:
-                raise ExportError(str(exc)) from None
-    return ([] if held_out else [(t,) for t in SAMPLE_TEXTS[:n]]), "built-in sample sentences"
+    """Up to n inputs from RUN_DIR/test.jsonl, else RUN_DIR/parity.jsonl (a sample of training inputs; random,
+    seeded), else the built-in sentences. `held_out`: up to n other inputs, none of those the plain call picks:
+    the rest of the check's file, then, when the check read test.jsonl and left fewer than n, parity.jsonl (the
+    Detector's test splits are smaller than --samples); empty when there are none."""
+    files = [Path(run_dir) / name for name in ("test.jsonl", PARITY_FILE)]
+    tables = [(path, list(numbered_jsonl(path)) if path.is_file() else []) for path in files]
+    tables = [(path, rows) for path, rows in tables if rows]
+    if not tables:
+        return ([] if held_out else [(t,) for t in SAMPLE_TEXTS[:n]]), "built-in sample sentences"
+    cls = record_class(record_kind(run_dir))
+    (path, rows), later = tables[0], tables[1:]
+    picked = [(path, i, r) for i, r in random.Random(seed).sample(rows, min(n, len(rows)))]
+    if held_out:
+        taken = {i for _, i, _ in picked}
+        rest = [(path, i, r) for i, r in rows if i not in taken]
+        for other, other_rows in later:  # a different file holds different records (training vs test inputs)
+            if len(rest) < n:
+                rest += [(other, i, r) for i, r in other_rows]
+        picked = random.Random(seed + 1).sample(rest, min(n, len(rest)))
+    try:
+        examples = [cls.from_dict(r, f"{p}:{i}").model_inputs() for p, i, r in picked]
+    except DataError as exc:
+        raise ExportError(str(exc)) from None
+    return examples, " + ".join(sorted({str(p) for p, _, _ in picked})) or str(path)
 
 
 def encode_batches(tokenizer, examples: list[tuple[str, ...]], max_length: int,
