@@ -38,6 +38,11 @@ ARMS = {  # name -> (--set overrides, relative cost for ordering)
     "base": ([], 3),
     "base_seed7": (["run.seed=7"], 3),
     "untrained": (["train.max_steps=1"], 1),  # control: what the grounding combiner does with a random head
+    # the seed's share of the spread (run second, SWEEP_ARMS): is a recipe's gain larger than a reseed's?
+    "base_seed1": (["run.seed=1"], 3),
+    "base_seed2": (["run.seed=2"], 3),
+    "base_seed3": (["run.seed=3"], 3),
+    "e6_splice3_seed7": (["train.epochs=6", "data.augment.splice_per_record=3", "run.seed=7"], 8),
 }
 FOLDS = [0, 1, 2, 3, 4]
 if os.environ.get("SWEEP_ARMS"):
