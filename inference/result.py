@@ -10,6 +10,9 @@ JSON (`Result.to_dict()` / `to_json()`), keys always present and in this order:
     hallucination_detected  true | false | null (null: not checked or unknown; never false without a check)
     hallucination_score     float | null (the Detector's highest token probability over the answer: a ranking
                             score for the whole answer; null when the Detector did not run)
+    hallucination_threshold float | null (the token threshold the Detector applied to this answer: the model's
+                            calibrated one, its task type's when it has one; the answer is flagged only where
+                            tokens reach it; null when the Detector did not run)
     unverified_factual      true | false (fact-seeking request without context to verify against)
     max_severity            int 0-4 (0: no span)
     spans                   [{start, end, text, confidence, nli_label, nli_confidence, severity, explanation,
@@ -120,6 +123,7 @@ class Result:
     fact_check_confidence: float | None = None
     hallucination_detected: bool | None = None
     hallucination_score: float | None = None
+    hallucination_threshold: float | None = None
     unverified_factual: bool = False
     spans: list[Span] = field(default_factory=list)
     action: str = "none"
@@ -152,6 +156,7 @@ class Result:
             "fact_check_confidence": _r(self.fact_check_confidence),
             "hallucination_detected": self.hallucination_detected,
             "hallucination_score": _r(self.hallucination_score),
+            "hallucination_threshold": _r(self.hallucination_threshold),
             "unverified_factual": bool(self.unverified_factual),
             "max_severity": int(self.max_severity),
             "spans": [s.to_dict() for s in self.spans],

@@ -74,6 +74,23 @@ def test_eiffel_contradictions_spans_severity_and_headers(make_gate):
     assert r.detector_windows == 1 and r.context_tokens > 0 and r.detector_context_coverage == 1.0
 
 
+def test_the_result_names_the_threshold_the_score_was_held_against(make_gate):
+    from inference.detector_stage import Calibration
+
+    gate = make_gate()
+    r = gate.detect(EIFFEL_MESSAGES)
+    assert r.hallucination_threshold == gate.settings.hallucination_mitigation.hallucination_model.threshold
+    assert r.to_dict()["hallucination_threshold"] == r.hallucination_threshold
+    # a calibration's own threshold, and a task type's where it has one (a question makes the answer QA)
+    gate.detector_calibration = Calibration(threshold=0.3, task_thresholds={"QA": 0.42})
+    assert gate.detect(EIFFEL_MESSAGES).hallucination_threshold == 0.42
+    gate.detector_calibration = Calibration(threshold=0.3, task_thresholds={"Summary": 0.11})
+    assert gate.detect(EIFFEL_MESSAGES).hallucination_threshold == 0.3
+    skipped = gate.detect(messages=[{"role": "user", "content": "Tell me a joke"},
+                                    {"role": "assistant", "content": "No."}])
+    assert skipped.status == "skipped" and skipped.hallucination_threshold is None
+
+
 def test_faithful_answer_is_clean_with_detected_false_header(make_gate):
     r = make_gate().detect(context=EIFFEL_CONTEXT, question="How tall is it?", answer="It is 330 meters tall.")
     assert r.status == "ok" and r.hallucination_detected is False and r.spans == []
@@ -332,7 +349,7 @@ def test_combine_nli_over_premise_windows():
 # ---- JSON and headers ----------------------------------------------------------------------------------------
 
 EXPECTED_KEYS = ["schema", "status", "reason", "fact_check_needed", "fact_check_confidence",
-                 "hallucination_detected", "hallucination_score", "unverified_factual", "max_severity", "spans", "action", "blocked",
+                 "hallucination_detected", "hallucination_score", "hallucination_threshold", "unverified_factual", "max_severity", "spans", "action", "blocked",
                  "answer", "warning", "headers", "decision", "errors", "context_tokens", "detector_windows",
                  "detector_context_coverage", "timings_ms", "context_truncated_for_nli"]
 SPAN_KEYS = ["start", "end", "text", "confidence", "nli_label", "nli_confidence", "severity", "explanation",

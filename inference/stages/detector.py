@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from inference import explain, grounding
-from inference.detector_stage import scores_to_spans
+from inference.detector_stage import effective, scores_to_spans
 from inference.labels import DETECTOR_LABELS
 from inference.result import Span
 from inference.stages.base import Stage, register
@@ -33,6 +33,8 @@ class DetectorStage(Stage):
         for it, sc in zip(items, scores):
             raw = scores_to_spans(it.data.answer, sc, hm, gate.detector_calibration)
             it.result.hallucination_score = sc.score
+            # beside the score, so that a reader sees how near an unflagged answer came ("0.14 against 0.20")
+            it.result.hallucination_threshold = effective(hm, gate.detector_calibration, sc.task_type)[0]
             # The exact check next to the model's judgement: numbers, quantities and names of each span that the
             # context (and question) lacks. The Explainer stage never drops such a span as entailed.
             absent = grounding.unsupported_spans(it.data.answer, it.context, it.data.question) if raw else []
