@@ -27,14 +27,14 @@ import json
 import logging
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
 from eval.detector_cv import cv_records
 from inference import explain
-from inference.detector_stage import DEFAULT_COMBINER_FEATURES, DetectorScores, design_matrix, scores_to_spans
+from inference.detector_stage import DEFAULT_COMBINER_FEATURES, design_matrix, scores_to_spans
 from inference.formatting import nli_pair
 from inference.runners import load_runner
 from inference.settings import DetectorSettings, ExplainerSettings
@@ -112,7 +112,7 @@ def _scored(rows, probs_of, threshold: float, hm: DetectorSettings) -> list[Scor
     items = []
     for (rec, pred, _), probs in zip(rows, probs_of):
         sc = pred.scores
-        scores = DetectorScores(sc.answer_offsets, sc.model_probs, probs, sc.grounding, sc.windows, sc.task_type)
+        scores = replace(sc, probs=probs)  # the same window scores, the combined probabilities
         spans = scores_to_spans(rec.answer, scores, hm, None, threshold=threshold)
         items.append(Scored(rec.task_type, rec.spans, spans, token_labels(rec.answer, sc.answer_offsets, rec.spans),
                             [int(x >= threshold) for x in probs]))
@@ -138,9 +138,7 @@ def cross_fit(folds: list[FoldData], scorer: str, hm: DetectorSettings) -> list[
         rows = _usable(held)
         held_probs = probs(rows)
         levels = detection_metrics(_scored(rows, held_probs, threshold, hm))
-        auroc_preds = [type(p)(DetectorScores(p.scores.answer_offsets, p.scores.model_probs, q, p.scores.grounding,
-                                              p.scores.windows, p.scores.task_type), []) for (_, p, _), q in
-                       zip(rows, held_probs)]
+        auroc_preds = [type(p)(replace(p.scores, probs=q), []) for (_, p, _), q in zip(rows, held_probs)]
         out.append({"fold": held.fold, "threshold": threshold, "levels": levels,
                     "auroc": per_task_auroc([r for r, _, _ in rows], auroc_preds)})
     return out

@@ -103,6 +103,9 @@ class HaluGate:
                     self.runners[stage.name] = None
                     self.load_errors[stage.name] = str(exc)
         self.detector_calibration = Calibration()
+        # "needed": only the grounding signals the calibrated combiner reads; evaluation passes that rescore the
+        # same scores under other combiners set "all" (inference.detector_stage.score_answers)
+        self.detector_signals = "needed"
         self.detector_trained_fill: str | None = None
         self.detector_structured_context = "json"  # how the Detector reads a JSON context (inference.structured)
         if self.runners["detector"] is not None:
@@ -275,7 +278,7 @@ class HaluGate:
         jobs = [DetectorJob(it.windows, it.data.answer, it.context, it.data.question, self.task_type(it.data))
                 for it in items]
         return score_answers(runner, jobs, self.settings.hallucination_mitigation.hallucination_model,
-                             self.detector_calibration, hallucinated)
+                             self.detector_calibration, hallucinated, self.detector_signals)
 
     def context_documents(self, documents: Sequence[str]) -> list[str]:
         """The documents as every stage reads them: a document that is one JSON object / array becomes

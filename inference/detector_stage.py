@@ -146,6 +146,7 @@ class DetectorScores:
     windows: int = 0
     task_type: str | None = None
     window_probs: list[np.ndarray] = field(default_factory=list)  # per window, before aggregation
+    signals: str = "all"  # which grounding signals `grounding` holds: "none", "grounding" (no copy signals), "all"
 
     @property
     def score(self) -> float:
@@ -245,12 +246,29 @@ def read_context(context: str, windows: list[DetectorInput]) -> str:
     return "\n".join(context[a:b] for a, b in sorted(set(chars)))
 
 
+SIGNALS = ("needed", "all")
+
+
+def signals_needed(combiner: Combiner | None) -> str:
+    """The grounding signals a combiner reads: "none" (no combiner, or one on model and task columns only),
+    "grounding" (no copy signals) or "all"."""
+    read = set(combiner.features) if combiner is not None else set()
+    if read & set(COPY_FEATURES):
+        return "all"
+    return "grounding" if read & set(FEATURES) else "none"
+
+
 def score_answers(runner, jobs: list[DetectorJob], settings, calibration: Calibration | None = None,
-                  hallucinated_id: int = 1) -> list[DetectorScores]:
-    """Run every window of every job in one batched runner call; combine per token; apply the combiner."""
+                  hallucinated_id: int = 1, signals: str = "needed") -> list[DetectorScores]:
+    """Run every window of every job in one batched runner call; combine per token; apply the combiner.
+
+    `signals`: "needed" computes only the grounding signals the combiner in force reads (none without a combiner:
+    the copy signals alone cost ~9 ms at 16K characters); "all" computes every one, for passes whose window
+    probabilities are rescored under other combiners afterwards (calibration, cross-validation; `rescore`)."""
+    if signals not in SIGNALS:
+        raise ValueError(f"signals: one of {', '.join(SIGNALS)}, got {signals!r}")
     _, aggregation, combiner = effective(settings, calibration)
-    # the copy signals cost ~9 ms at 16K characters: only when the combiner reads them, or for calibration (no combiner)
-    copy = combiner is None or bool(set(combiner.features) & set(COPY_FEATURES))
+    computed = "all" if signals == "all" else signals_needed(combiner)
     feats = [Features(w.input_ids, w.token_type_ids) for job in jobs for w in job.windows]
     logits = runner.logits(feats) if feats else []
     out, pos = [], 0
@@ -260,13 +278,19 @@ def score_answers(runner, jobs: list[DetectorJob], settings, calibration: Calibr
             per_window.append(answer_token_probs(logits[pos], w, hallucinated_id))
             pos += 1
         offsets = list(job.windows[0].answer_offsets) if job.windows else []
-        read = read_context(job.context, job.windows)
-        grounding = grounding_features(job.answer, read, job.question, offsets,
-                                       ContextIndex(f"{read}\n{job.question or ''}"), copy=copy)
+        if computed == "none":
+            grounding = np.zeros((0, len(FEATURES)), dtype=np.float32)
+        else:
+            read = read_context(job.context, job.windows)
+            grounding = grounding_features(job.answer, read, job.question, offsets,
+                                           ContextIndex(f"{read}\n{job.question or ''}"), copy=computed == "all")
         raw = DetectorScores(offsets, np.zeros(0), np.zeros(0), grounding, len(job.windows), job.task_type,
-                             per_window)
+                             per_window, computed)
         out.append(rescore(raw, aggregation, combiner, smoothing_of(settings, calibration)))
     return out
+
+
+_SIGNAL_RANK = {"none": 0, "grounding": 1, "all": 2}
 
 
 def rescore(scores: DetectorScores, aggregation: str, combiner: Combiner | None, smoothing: int = 0
@@ -274,14 +298,19 @@ def rescore(scores: DetectorScores, aggregation: str, combiner: Combiner | None,
     """The same windows' probabilities under another aggregation / combiner / smoothing (no model call)."""
     if not scores.answer_offsets:
         return DetectorScores([], np.zeros(0), np.zeros(0), scores.grounding, scores.windows, scores.task_type,
-                              scores.window_probs)
+                              scores.window_probs, scores.signals)
     model_probs = aggregate(scores.window_probs, aggregation)
     probs = model_probs
+    needed = signals_needed(combiner)
+    if needed != "none" and _SIGNAL_RANK[scores.signals] < _SIGNAL_RANK[needed]:
+        # zeros in place of signals never computed would silently change the combiner's output
+        raise ValueError(f"these scores hold {scores.signals!r} grounding signals, the combiner reads {needed!r}: "
+                         "score with signals='all' to rescore under other combiners")
     if combiner is not None:
         probs = combiner.apply(design_matrix(model_probs, scores.grounding, scores.task_type, combiner.features))
     probs = smooth(probs, smoothing)
     return DetectorScores(scores.answer_offsets, model_probs, probs, scores.grounding, scores.windows,
-                          scores.task_type, scores.window_probs)
+                          scores.task_type, scores.window_probs, scores.signals)
 
 
 def scores_to_spans(answer: str, scores: DetectorScores, settings, calibration: Calibration | None = None,

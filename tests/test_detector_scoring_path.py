@@ -141,3 +141,45 @@ def test_the_runtime_applies_the_calibrated_smoothing_after_the_combiner(run_dir
         "hallucination_mitigation.hallucination_model.use_model_calibration=false"])
     c = off.score_tokens(off.prepare([item]))[0]
     assert np.allclose(c.probs, c.model_probs)  # calibration off: no combiner, no smoothing
+
+
+
+def test_the_runtime_computes_only_the_grounding_signals_its_combiner_reads(run_dir, tmp_path):
+    """A combiner-off model skips the grounding signals, a combiner without copy signals skips those, and neither
+    changes a probability; scores without the signals refuse to be rescored under a combiner that reads them."""
+    import shutil
+
+    import numpy as np
+
+    from inference.detect import HaluGate
+    from inference.detector_stage import rescore, score_answers
+    from inference.grounding import COPY_FEATURES, FEATURES
+
+    no_copy = tmp_path / "no-copy"
+    shutil.copytree(run_dir, no_copy)
+    data = json.loads((run_dir / "detector.json").read_text())
+    comb = data["calibration"]["combiner"]
+    kept = [i for i, f in enumerate(comb["features"]) if f not in COPY_FEATURES]
+    comb["features"], comb["coef"] = [comb["features"][i] for i in kept], [comb["coef"][i] for i in kept]
+    (no_copy / "detector.json").write_text(json.dumps(data))
+    item = {"context": CTX, "question": "How tall is it?", "answer": RECORDS[0].answer, "task_type": "QA"}
+    off = ["hallucination_mitigation.hallucination_model.use_model_calibration=false"]
+    full = HaluGate.from_dirs(detector=run_dir, backend="torch").detector_calibration.combiner
+    copy_columns = [j for j, f in enumerate(FEATURES) if f in COPY_FEATURES]
+    scores = {}
+    for model, extra, expected in ((run_dir, [], "all"), (no_copy, [], "grounding"), (run_dir, off, "none")):
+        needed, every = (HaluGate.from_dirs(detector=model, backend="torch", overrides=WINDOW + extra)
+                         for _ in range(2))
+        every.detector_signals = "all"
+        a, b = (g.score_tokens(g.prepare([item]))[0] for g in (needed, every))
+        assert a.signals == expected and b.signals == "all", model
+        assert len(b.grounding) == len(b.answer_offsets) > 0 and b.grounding[:, copy_columns].any()
+        assert np.allclose(a.probs, b.probs)  # only signals nobody reads were left out
+        scores[expected] = a
+    assert len(scores["none"].grounding) == 0
+    assert not scores["grounding"].grounding[:, copy_columns].any()
+    for computed in ("none", "grounding"):
+        with pytest.raises(ValueError, match="signals='all'"):
+            rescore(scores[computed], "max", full)
+    with pytest.raises(ValueError, match="signals: one of"):
+        score_answers(None, [], None, None, 1, "some")

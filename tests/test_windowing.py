@@ -233,6 +233,7 @@ def test_the_detector_stage_grounds_on_the_windows_it_read(minilm_dir, tmp_path)
             f"hallucination_mitigation.hallucination_model.max_windows={max_windows}",
             "hallucination_mitigation.fact_check_model.model_id=", "hallucination_mitigation.nli_model.model_id="]),
             "<test>"))
+        gate.detector_signals = "all"  # no combiner here: the grounding signals are computed on request only
         scores = gate.score_tokens(gate.prepare([x]))[0]
         start = x["answer"].index("2050")
         i = next(j for j, (s, e) in enumerate(scores.answer_offsets) if s <= start < e)

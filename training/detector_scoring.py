@@ -54,8 +54,9 @@ class Prediction:
 
 
 def runtime_gate(model_dir: str | Path, backend: str = "torch", precision: str = "fp32", overrides=None,
-                 calibration: Calibration | None = None, num_threads: int = 0):
-    """A HaluGate with only the Detector loaded (no Sentinel: every record is verified; no Explainer)."""
+                 calibration: Calibration | None = None, num_threads: int = 0, signals: str = "all"):
+    """A HaluGate with only the Detector loaded (no Sentinel: every record is verified; no Explainer).
+    `signals="all"` by default: evaluation and calibration rescore its predictions under other combiners."""
     data = to_dict(InferenceSettings())
     m = data["hallucination_mitigation"]
     m.update(backend=backend, precision=precision, num_threads=num_threads)
@@ -69,6 +70,7 @@ def runtime_gate(model_dir: str | Path, backend: str = "torch", precision: str =
         raise RuntimeError(f"Detector {model_dir}: {gate.load_errors['detector']}")
     if calibration is not None:
         gate.detector_calibration = calibration
+    gate.detector_signals = signals
     return gate
 
 
