@@ -247,6 +247,7 @@ def read_context(context: str, windows: list[DetectorInput]) -> str:
 
 
 SIGNALS = ("needed", "all")
+SIGNAL_LEVELS = ("none", "grounding", "all")  # DetectorScores.signals, each level holding the one before
 
 
 def signals_needed(combiner: Combiner | None) -> str:
@@ -290,9 +291,6 @@ def score_answers(runner, jobs: list[DetectorJob], settings, calibration: Calibr
     return out
 
 
-_SIGNAL_RANK = {"none": 0, "grounding": 1, "all": 2}
-
-
 def rescore(scores: DetectorScores, aggregation: str, combiner: Combiner | None, smoothing: int = 0
             ) -> DetectorScores:
     """The same windows' probabilities under another aggregation / combiner / smoothing (no model call)."""
@@ -302,7 +300,7 @@ def rescore(scores: DetectorScores, aggregation: str, combiner: Combiner | None,
     model_probs = aggregate(scores.window_probs, aggregation)
     probs = model_probs
     needed = signals_needed(combiner)
-    if needed != "none" and _SIGNAL_RANK[scores.signals] < _SIGNAL_RANK[needed]:
+    if SIGNAL_LEVELS.index(scores.signals) < SIGNAL_LEVELS.index(needed):
         # zeros in place of signals never computed would silently change the combiner's output
         raise ValueError(f"these scores hold {scores.signals!r} grounding signals, the combiner reads {needed!r}: "
                          "score with signals='all' to rescore under other combiners")
