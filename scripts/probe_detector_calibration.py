@@ -35,16 +35,22 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import training.detector_scoring as scoring
-from eval.detector_cv import add_fold_model_arguments, cv_records, fold_split, out_of_fold_predictions
-from inference.detector_stage import TASK_FEATURES, Calibration, design_matrix, logit
+from eval.detector_cv import add_fold_model_arguments, fold_of_sources, fold_split, out_of_fold_predictions
+from inference.detector_stage import TASK_FEATURES, Calibration, Combiner, design_matrix, logit
 from inference.grounding import FEATURES
 from inference.settings import InferenceSettings
-from inference.spans import token_labels
 from training.cli import resolve_config_file
 from training.data.base import resolve_data_dir
 from training.data.spans import SpanDataReport
 from training.detector import DetectorConfig, group_key, load_mixture
-from training.detector_scoring import apply_calibration, fit_calibration, metrics_of, predict, runtime_gate
+from training.detector_scoring import (
+    apply_calibration,
+    fit_calibration,
+    fit_combiner,
+    metrics_of,
+    predict,
+    runtime_gate,
+)
 
 PRIOR_COLUMN = "copied_bigram"
 PRIOR_INPUTS = ("number_unsupported", "entity_unsupported", "word_unsupported", "function_word",
@@ -53,17 +59,9 @@ TASKS = ("QA", "Summary", "Data2txt")
 RULES = ("max", "top3_mean", "top5_mean", "noisy_or", "mean", "share_over_threshold", "excess_over_threshold")
 
 
-def fit_prior(records, preds):
-    from sklearn.linear_model import LogisticRegression
-
-    xs, ys = [], []
-    for rec, p in zip(records, preds):
-        if p.scores is None or not len(p.scores.answer_offsets):
-            continue
-        n = len(p.scores.answer_offsets)
-        xs.append(design_matrix(np.full(n, 0.5), p.scores.grounding, rec.task_type, PRIOR_INPUTS))
-        ys.append(token_labels(rec.answer, p.scores.answer_offsets, rec.spans))
-    return LogisticRegression(max_iter=2000).fit(np.concatenate(xs), np.concatenate([np.asarray(y) for y in ys]))
+def fit_prior(records, preds) -> Combiner:
+    """The combiner's own fit (training.detector_scoring.fit_combiner) on the grounding and task columns only."""
+    return fit_combiner(records, preds, features=PRIOR_INPUTS)
 
 
 def with_prior(records, preds, prior):
@@ -75,8 +73,8 @@ def with_prior(records, preds, prior):
             continue
         scores = copy.copy(p.scores)
         scores.grounding = g = p.scores.grounding.copy()
-        x = design_matrix(np.full(len(g), 0.5), g, rec.task_type, PRIOR_INPUTS)
-        g[:, j] = np.clip(logit(prior.predict_proba(x)[:, 1]), -8, 8)
+        x = design_matrix(p.scores.model_probs, g, rec.task_type, prior.features)
+        g[:, j] = np.clip(logit(prior.apply(x)), -8, 8)
         out.append(type(p)(scores, p.spans))
     return out
 
@@ -85,9 +83,10 @@ def fold_inputs(args):
     """Per fold: (training, calibration, test records, the fold model's calibration-split and test predictions),
     the folds exactly as the CV drew them."""
     cfg = resolve_config_file(DetectorConfig, args.config, [], args.data_dir)
-    folded, assignment, _ = cv_records(args.config, args.data_dir, args.source, args.k)
     records, _ = load_mixture(cfg, resolve_data_dir(cfg.run.data_dir), SpanDataReport())
+    folded = [r for r in records if r.source == args.source]
     others = [r for r in records if r.source != args.source]
+    assignment = fold_of_sources(folded, args.k, cfg.run.seed)  # as eval.detector_cv.run_cv folds them
     oof = out_of_fold_predictions(Path(args.cv_dir), folded, assignment, list(range(args.k)))
     for fold in range(args.k):
         train = [r for r in folded if assignment[group_key(r)] != fold]
@@ -107,7 +106,7 @@ def probe_prior(args, hm) -> dict:
                 "recipe + prior_on": (*c.combiner, "prior_on"), "off or prior": ("off", "prior")}
         by_id = {r.id: p for j in oof for r, p in zip(*oof[j])}
         prior = fit_prior(train, [by_id[r.id] for r in train])
-        print(f"fold {fold}: prior coefficients", dict(zip(PRIOR_INPUTS, np.round(prior.coef_[0], 2).tolist())),
+        print(f"fold {fold}: prior coefficients", dict(zip(prior.features, np.round(prior.coef, 2).tolist())),
               flush=True)
         test, test_raw = oof[fold]
         others = [j for j in oof if j != fold]
