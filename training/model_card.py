@@ -17,7 +17,8 @@ from training.data.base import DataError, get_adapter
 from training.data.licences import licence_note
 
 # Offline base models -> the Hub model they are a copy of (training.models.OFFLINE_MODELS).
-OFFLINE_BASE_HUB_IDS = {"offline:minilm": "sentence-transformers/all-MiniLM-L6-v2"}
+OFFLINE_BASE_HUB_IDS = {"offline:minilm": "sentence-transformers/all-MiniLM-L6-v2",
+                        "offline:mpnet": "sentence-transformers/all-mpnet-base-v2"}
 
 RECIPES = {
     "sentinel": {
