@@ -190,8 +190,9 @@ def main() -> int:
     hm = InferenceSettings().hallucination_mitigation.hallucination_model
     results = (probe_prior if args.probe == "prior" else probe_example_score)(args, hm)
     out = Path(args.out or Path(args.cv_dir) / f"probe-{args.probe}.json")
-    out.write_text(json.dumps({"summary": summary(results), "folds": results}, indent=1))
-    for name, figures in summary(results).items():
+    figures_by_arm = summary(results)
+    out.write_text(json.dumps({"summary": figures_by_arm, "folds": results}, indent=1))
+    for name, figures in figures_by_arm.items():
         print(f"{name}: {figures}")
     print(f"written: {out}")
     return 0

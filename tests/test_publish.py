@@ -271,7 +271,8 @@ def test_card_reads_detector_metrics(run_dir):
 def test_every_offline_base_model_names_its_hub_original():
     # a card for a model fine-tuned from an offline copy must still say which Hub model it started from
     from training.model_card import base_model_id
-    from training.models import OFFLINE_MODELS, SPLIT_ZIP_MODELS
+    from training.models import OFFLINE_HUB_IDS, OFFLINE_MODELS, SPLIT_ZIP_MODELS
+    assert set(OFFLINE_HUB_IDS) == {*OFFLINE_MODELS, *SPLIT_ZIP_MODELS}
     for name in [*OFFLINE_MODELS, *SPLIT_ZIP_MODELS]:
         assert base_model_id(f"offline:{name}").startswith("sentence-transformers/all-"), name
     assert base_model_id("offline:mpnet") == "sentence-transformers/all-mpnet-base-v2"

@@ -15,10 +15,7 @@ from pathlib import Path
 from inference.labels import DETECTOR_LABELS, EXPLAINER_LABELS, SENTINEL_LABELS
 from training.data.base import DataError, get_adapter
 from training.data.licences import licence_note
-
-# Offline base models -> the Hub model they are a copy of (training.models.OFFLINE_MODELS).
-OFFLINE_BASE_HUB_IDS = {"offline:minilm": "sentence-transformers/all-MiniLM-L6-v2",
-                        "offline:mpnet": "sentence-transformers/all-mpnet-base-v2"}
+from training.models import OFFLINE_HUB_IDS
 
 RECIPES = {
     "sentinel": {
@@ -129,8 +126,8 @@ def base_model_id(name: str | None) -> str | None:
     """A Hub id for the card's base_model field; local paths have none."""
     if not name:
         return None
-    if name in OFFLINE_BASE_HUB_IDS:
-        return OFFLINE_BASE_HUB_IDS[name]
+    if name.startswith("offline:"):
+        return OFFLINE_HUB_IDS.get(name.removeprefix("offline:"))
     if name.startswith((".", "/", "~")) or name.count("/") != 1 or Path(name).exists():
         return None
     return name

@@ -27,6 +27,8 @@ SPLIT_ZIP_MODELS = {
     },
 }
 OFFLINE_CACHE_ENV = "HALUGATE_MODEL_CACHE"
+# The Hub model each offline copy is (a model card's base_model: training.model_card.base_model_id).
+OFFLINE_HUB_IDS = {"minilm": "sentence-transformers/all-MiniLM-L6-v2", "mpnet": "sentence-transformers/all-mpnet-base-v2"}
 
 # LoRA targets per architecture: attention and MLP projections (names as they appear in each model).
 LORA_TARGETS = {
