@@ -16,11 +16,13 @@ from pathlib import Path
 
 from inference.formatting import sentinel_text
 from inference.labels import SENTINEL_LABELS
+from inference.runners import load_runner
+from inference.stages.base import label_index
 from training.data.base import DataError, get_adapter, numbered_jsonl
 from training.data.records import PromptRecord
 from training.hardware import hardware
 from training.metrics import classification_metrics
-from training.predict import load_classifier, predict_proba
+from training.predict import TRUNCATIONS, load_classifier, predict_proba
 
 EPILOG = """\
 examples:
@@ -76,7 +78,13 @@ def main(argv=None) -> int:
     p.add_argument("--out", default=None, help="output dir (default: RUN_DIR/eval)")
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--max-length", type=int, default=256)
+    p.add_argument("--truncation", choices=TRUNCATIONS, default="head_tail",
+                   help="prompts longer than --max-length keep their beginning and end (head_tail, as the runtime "
+                        "reads them) or their beginning only (end, the behaviour before; to measure the difference)")
     p.add_argument("--threshold", type=float, default=0.5, help="P(FACT_CHECK_NEEDED) above which to flag")
+    p.add_argument("--backend", choices=("torch", "onnx"), default="torch",
+                   help="torch: the run dir through PyTorch at --max-length; onnx: an export dir through the "
+                        "runtime's runner (inference.runners), at the length the model was fine-tuned at")
     args = p.parse_args(argv)
 
     model_dir = Path(args.model)
@@ -90,15 +98,26 @@ def main(argv=None) -> int:
     except DataError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    load_classifier(str(model_dir), "auto")  # cached (same key as predict_proba): the timing is inference only
-    started = time.perf_counter()
-    probs = predict_proba(str(model_dir), [sentinel_text(r.text) for r in records],
-                          batch_size=args.batch_size, max_length=args.max_length)
+    texts = [sentinel_text(r.text) for r in records]
+    if args.backend == "onnx":
+        runner = load_runner(model_dir, "sequence", "onnx", batch_size=args.batch_size)
+        started = time.perf_counter()
+        probs = runner.classify(texts)
+        # columns in SENTINEL_LABELS order, whatever the export's label map says
+        probs = probs[:, [label_index(runner.labels, name, "sentinel", model_dir) for name in SENTINEL_LABELS]]
+        args.max_length = min(runner.trained_length or runner.max_length, runner.max_length)  # what encode() reads
+        args.truncation = "head_tail"
+    else:
+        load_classifier(str(model_dir), "auto")  # cached (same key as predict_proba): the timing is inference only
+        started = time.perf_counter()
+        probs = predict_proba(str(model_dir), texts, batch_size=args.batch_size, max_length=args.max_length,
+                              truncation=args.truncation)
     seconds = time.perf_counter() - started
     y_pred = (probs[:, 1] > args.threshold).astype(int)
     metrics = classification_metrics([int(r.label) for r in records], y_pred, SENTINEL_LABELS,
                                      groups=[r.source for r in records])
     metrics.update({"model": str(model_dir), "data": specs, "threshold": args.threshold,
+                    "backend": args.backend, "max_length": args.max_length, "truncation": args.truncation,
                     "seconds": round(seconds, 2), "ms_per_prompt": round(1000 * seconds / len(records), 2),
                     "batch_size": args.batch_size, "hardware": hardware()})
     out = Path(args.out) if args.out else model_dir / "eval"
@@ -107,7 +126,7 @@ def main(argv=None) -> int:
     with open(out / "predictions.jsonl", "w", encoding="utf-8") as fh:
         fh.writelines(json.dumps({**r.to_dict(), "p_fact_check_needed": round(float(pr), 6)}, ensure_ascii=False) + "\n" for r, pr in zip(records, probs[:, 1]))
     print(f"accuracy {metrics['accuracy']:.4f}  macro-F1 {metrics['macro_f1']:.4f}  n={metrics['n']}  "
-          f"({metrics['ms_per_prompt']:.1f} ms/prompt at batch {args.batch_size}, PyTorch)  -> {out}")
+          f"({metrics['ms_per_prompt']:.1f} ms/prompt at batch {args.batch_size}, {args.backend})  -> {out}")
     for src, m in metrics["per_source_accuracy"].items():
         print(f"  {src:24s} {m['accuracy']:.3f}  (n={m['n']})")
     return 0

@@ -9,6 +9,30 @@ import re
 
 _WS = re.compile(r"\s+")
 
+# A prompt longer than the Sentinel reads keeps its beginning and its end. A pasted document usually sits between
+# an instruction and the question ("<article> When was the company founded?"): cutting only the end would drop
+# the words that decide the label and leave the model to guess from the document (docs/sentinel.md, "Long prompts").
+SENTINEL_HEAD_SHARE = 0.25
+
+
+def head_tail_split(n_tokens: int, budget: int, head_share: float = SENTINEL_HEAD_SHARE) -> tuple[int, int]:
+    """(tokens kept from the start, tokens kept from the end) of a single text of `n_tokens` tokens (special
+    tokens not counted) that must fit `budget`; (n_tokens, 0) when it fits."""
+    if budget < 1:
+        raise ValueError(f"budget must be >= 1 token, got {budget}")
+    if not 0.0 <= head_share <= 1.0:
+        raise ValueError(f"head_share must be in [0, 1], got {head_share}")
+    if n_tokens <= budget:
+        return n_tokens, 0
+    head = int(budget * head_share)
+    return head, budget - head
+
+
+def head_tail(ids: list[int], budget: int, head_share: float = SENTINEL_HEAD_SHARE) -> list[int]:
+    """`ids` cut to `budget` by head_tail_split: the first and the last tokens, the middle dropped."""
+    head, tail = head_tail_split(len(ids), budget, head_share)
+    return list(ids[:head]) + (list(ids[len(ids) - tail:]) if tail else [])
+
 
 def sentinel_text(prompt: str) -> str:
     """The Sentinel reads the user's prompt alone, whitespace-normalised."""

@@ -27,6 +27,8 @@ from pathlib import Path
 import numpy as np
 import yaml
 
+from inference.formatting import head_tail_split
+
 log = logging.getLogger("halugate.inference")
 
 BACKENDS = ("onnx", "torch")
@@ -291,15 +293,37 @@ class ClassifierRunner:
 
     # Sequence classification over texts / text pairs (Sentinel, Explainer).
     def encode(self, text: str, pair: str | None = None) -> Features:
-        """[CLS] text [SEP] (pair [SEP]) with the model's own post-processor; the longer side is cut first
-        when the pair does not fit (Sentinel prompts and NLI pairs; the Detector never comes through here)."""
+        """[CLS] text [SEP] (pair [SEP]) with the model's own post-processor (Sentinel prompts and NLI pairs; the
+        Detector never comes through here). A pair that does not fit loses tokens of its longer side first; a
+        single text longer than the model's fine-tuning length keeps its beginning and its end
+        (inference.formatting.head_tail_split)."""
         if self.tokenizer is None:
             raise RuntimeError(f"{self!r} has no tokenizer")
-        enc = self.tokenizer.encode(text, pair) if pair is not None else self.tokenizer.encode(text)
-        if len(enc.ids) > self.max_length:
-            cut = self._truncating_tokenizer()
-            enc = cut.encode(text, pair) if pair is not None else cut.encode(text)
+        if pair is not None:
+            enc = self.tokenizer.encode(text, pair)
+            if len(enc.ids) > self.max_length:
+                enc = self._truncating_tokenizer().encode(text, pair)
+        else:
+            enc = self.tokenizer.encode(text)
+            # a single text (a Sentinel prompt) is read at the length the model was fine-tuned at: past it the
+            # offline Sentinel was measured worse and slower (docs/sentinel.md, "Long prompts")
+            limit = min(self.trained_length or self.max_length, self.max_length)
+            if len(enc.ids) > limit:
+                enc = self._head_tail(text, len(enc.ids), limit)
         return Features(list(enc.ids), list(enc.type_ids))
+
+    def _head_tail(self, text: str, n_with_special: int, limit: int):
+        from tokenizers import Encoding
+
+        n_special = self.tokenizer.num_special_tokens_to_add(False)
+        head, tail = head_tail_split(n_with_special - n_special, limit - n_special)
+        parts = []
+        for keep, direction in ((head, "right"), (tail, "left")):
+            if keep:  # truncate(0) would keep everything
+                part = self.tokenizer.encode(text, add_special_tokens=False)
+                part.truncate(keep, direction=direction)
+                parts.append(part)
+        return self.tokenizer.post_process(Encoding.merge(parts, growing_offsets=False))
 
     def _truncating_tokenizer(self):
         """A copy of the tokenizer that cuts the longest side to max_length (the shared one never truncates,

@@ -70,6 +70,20 @@ def test_tiny_model_trains_end_to_end(tmp_path, arch, tiny_bert_dir, tiny_modern
     assert again["n"] == test["n"] and again["confusion_matrix"]["labels"] == test["confusion_matrix"]["labels"]
     assert abs(again["accuracy"] - test["accuracy"]) < 1e-9
     assert len((tmp_path / "ev/predictions.jsonl").read_text().splitlines()) == test["n"]
+    # ... and through the runtime's ONNX runner: the same probabilities on these short prompts
+    from training.export import main as export_main
+
+    assert export_main(["--model", str(out), "--out", str(tmp_path / "export")]) == 0
+    assert eval_main(["--model", str(tmp_path / "export"), "--backend", "onnx", "--out", str(tmp_path / "ev-onnx"),
+                      "--data", str(out / "test.jsonl")]) == 0
+    onnx = json.loads((tmp_path / "ev-onnx/metrics.json").read_text())
+    assert onnx["backend"] == "onnx" and abs(onnx["accuracy"] - test["accuracy"]) < 1e-9
+
+    def p_needed(path):
+        return [json.loads(x)["p_fact_check_needed"] for x in path.read_text().splitlines()]
+
+    assert p_needed(tmp_path / "ev-onnx/predictions.jsonl") == pytest.approx(
+        p_needed(tmp_path / "ev/predictions.jsonl"), abs=1e-4)
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"text": "who is x", "label": 1}\n{"text": "no label"}\n')
     assert eval_main(["--model", str(out), "--data", str(bad), "--out", str(tmp_path / "ev2")]) == 2

@@ -110,6 +110,8 @@ def test_rewrites_on_hand_cases(name, text, expect):
     ("neg_question", "You wake up on Mars with no memory of how you got there.", NEG),
     ("neg_preamble", "Write a limerick about a cat.", NEG),
     ("neg_document", "Write a limerick about a cat.", NEG),
+    ("neg_task_document", "Write a limerick about a cat.", NEG),
+    ("neg_task_document", "Write a Python function that reverses a list.", NEG),
     ("neg_persona", "Write a limerick about a cat.", NEG),
     ("neg_counterfactual", "What is the Suez Canal?", NEG),      # a counterfactual about a fact-seeking topic
     ("neg_counterfactual", "Who wrote Hamlet?", NEG),
@@ -136,8 +138,10 @@ def test_every_rewrite_label_is_fixed_by_the_rule(name, text, label):
         assert "?" in out
     if name == "neg_counterfactual":
         assert any(w in out for w in ("What if", "What would", "Imagine", "Suppose"))
-    if name in ("pos_document", "neg_document"):
+    if name in ("pos_document", "neg_document", "neg_task_document"):
         assert prompt_style(out) == "document"
+    if name == "neg_task_document":  # the record's own task stays in the prompt
+        assert text.split()[-1] in out
     if name == "neg_premise":
         assert "?" not in out and not re.search(r"\b(write|compose)\b", out, re.IGNORECASE)
 
@@ -586,3 +590,64 @@ def test_new_real_prompt_sources_load(data_dir):
     assert boolq.split("\n\n")[0].endswith("?")                    # the question first, the passage after
     wiz = get_adapter("wizardlm_nonfactual").load(data_dir)
     assert any(r.meta["skill"] == "Counterfactual" for r in wiz)
+
+
+# ---- long prompts: the beginning and the end are kept -------------------------------------------------------------
+
+@pytest.mark.parametrize("n,budget,expect", [(10, 20, (10, 0)), (20, 20, (20, 0)), (100, 20, (5, 15)),
+                                             (100, 3, (0, 3)), (100, 1, (0, 1))])
+def test_head_tail_split_hand_cases(n, budget, expect):
+    from inference.formatting import head_tail, head_tail_split
+
+    assert head_tail_split(n, budget) == expect
+    kept = head_tail(list(range(n)), budget)
+    assert kept == list(range(expect[0])) + list(range(n - expect[1], n))
+    assert len(kept) == min(n, budget)
+
+
+def test_head_tail_split_rejects_bad_budgets():
+    from inference.formatting import head_tail_split
+
+    with pytest.raises(ValueError, match="budget"):
+        head_tail_split(10, 0)
+    with pytest.raises(ValueError, match="head_share"):
+        head_tail_split(10, 5, head_share=1.5)
+
+
+def test_runtime_and_training_cut_a_long_prompt_alike(minilm_dir):
+    """A pasted document before the question: the runtime (tokenizers) and training / eval.sentinel
+    (transformers) keep the same tokens, the question included; `end` (the old rule) loses it."""
+    from inference.runners import ClassifierRunner, load_tokenizer_info
+    from training.models import load_tokenizer
+    from training.predict import encode_inputs
+
+    prompt = "The committee met on Tuesday. " * 60 + "When was the Suez Canal opened?"
+    runner = ClassifierRunner(model_dir=minilm_dir, task="sequence", labels=["a", "b"],
+                              tok=load_tokenizer_info(minilm_dir), max_length=64)
+    tokenizer = load_tokenizer(minilm_dir)
+    runtime = runner.encode(prompt).input_ids
+    training = encode_inputs(tokenizer, [prompt, "Who wrote Hamlet?"], None, 64)["input_ids"]
+    assert runtime == training[0] and len(runtime) == 64
+    assert tokenizer.decode(runtime, skip_special_tokens=True).endswith("when was the suez canal opened?")
+    assert training[1] == tokenizer("Who wrote Hamlet?")["input_ids"]          # short prompts are untouched
+    assert runner.encode("Who wrote Hamlet?").input_ids == training[1]
+    old = encode_inputs(tokenizer, [prompt], None, 64, truncation="end")["input_ids"][0]
+    assert "suez" not in tokenizer.decode(old) and old[:16] == runtime[:16]
+    runner.trained_length = 32                      # the runtime reads a prompt at the model's fine-tuning length
+    assert runner.encode(prompt).input_ids == encode_inputs(tokenizer, [prompt], None, 32)["input_ids"][0]
+    assert len(runner.encode(prompt, "It opened in 1869.").input_ids) == 64     # pairs: the model's positions
+    pair = encode_inputs(tokenizer, [prompt], ["It opened in 1869."], 64)["input_ids"][0]
+    assert len(pair) == 64 and tokenizer.decode(pair).endswith("it opened in 1869. [SEP]")  # pairs: longest first
+
+
+def test_long_prompt_test_sets_keep_the_prompt_and_its_label(data_dir):
+    from training.data.prompts import LONG_PROMPT_MIN_CHARS
+
+    for name, label in (("wizardlm_factual", POS), ("wizardlm_nonfactual", NEG)):
+        plain = get_adapter(name).load(data_dir)
+        for suffix, doc_first in (("after_doc", True), ("before_doc", False)):
+            rows = get_adapter(f"{name}_{suffix}").load(data_dir)
+            assert len(rows) == len(plain) and all(r.label == label for r in rows)
+            for r, p in zip(rows, plain):
+                assert (r.text.endswith(p.text) if doc_first else r.text.startswith(p.text))
+                assert len(r.text) >= len(p.text) + LONG_PROMPT_MIN_CHARS

@@ -13,6 +13,7 @@ from training.data.records import PairRecord, PromptRecord, Record
 from training.hardware import hardware
 from training.metrics import classification_metrics
 from training.models import build_model, load_tokenizer, resolve_base_model
+from training.predict import encode_inputs
 from training.trainer import class_weights, save_model, setup_run, train, write_json
 
 log = logging.getLogger("halugate.training")
@@ -27,8 +28,9 @@ def tokenize_records(tokenizer, records: list[PromptRecord | PairRecord], max_le
     cols = {name: [x[i] for x in inputs] for i, name in enumerate(segments)}
     ds = Dataset.from_dict({**cols, "labels": [int(r.label) for r in records]})
 
-    def enc(batch):
-        return tokenizer(*(batch[name] for name in segments), truncation=True, max_length=max_length)
+    def enc(batch):  # truncated as the runtime truncates (training.predict.encode_inputs)
+        return encode_inputs(tokenizer, batch[segments[0]], batch[segments[1]] if len(segments) > 1 else None,
+                             max_length)
 
     return ds.map(enc, batched=True, remove_columns=segments)
 

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from inference.formatting import head_tail
 from training.models import load_tokenizer
 from training.trainer import check_device
 
@@ -38,13 +39,31 @@ def model_labels(model_dir: str) -> list[str]:
     return [cfg.id2label[i] for i in range(cfg.num_labels)]
 
 
+TRUNCATIONS = ("head_tail", "end")
+
+
+def encode_inputs(tokenizer, texts: Sequence[str], pairs: Sequence[str] | None, max_length: int,
+                  truncation: str = "head_tail") -> dict:
+    """Model inputs (input_ids, attention_mask, ...) as the runtime builds them: a pair that does not fit loses
+    tokens of its longer side first; a single text keeps its beginning and end (`head_tail`, what
+    inference.runners does) or, with `end`, its beginning only (the behaviour before; kept to measure it)."""
+    if truncation not in TRUNCATIONS:
+        raise ValueError(f"truncation: {truncation!r} is not one of {TRUNCATIONS}")
+    if pairs is not None or truncation == "end":
+        return tokenizer(list(texts), pairs, truncation=True, max_length=max_length)
+    budget = max_length - tokenizer.num_special_tokens_to_add(pair=False)
+    ids = tokenizer(list(texts), add_special_tokens=False)["input_ids"]
+    rows = [tokenizer.prepare_for_model(head_tail(x, budget), add_special_tokens=True) for x in ids]
+    return {k: [r[k] for r in rows] for k in rows[0]} if rows else {"input_ids": []}
+
+
 def predict_proba(model_dir: str, texts: Sequence[str], pairs: Sequence[str] | None = None, batch_size: int = 64,
                   max_length: int = 256, device: str = "auto", progress: bool = True,
-                  desc: str | None = None) -> np.ndarray:
+                  desc: str | None = None, truncation: str = "head_tail") -> np.ndarray:
     """Class probabilities, shape (len(texts), num_labels), in the model's label order.
 
     `texts` are the first segments; `pairs`, when given, the second segment of each input (e.g. premises and
-    hypotheses for NLI). Inputs longer than `max_length` tokens are truncated (longest segment first).
+    hypotheses for NLI). Inputs longer than `max_length` tokens are truncated as `encode_inputs` does.
     """
     import torch
     from tqdm.auto import tqdm
@@ -62,7 +81,7 @@ def predict_proba(model_dir: str, texts: Sequence[str], pairs: Sequence[str] | N
     if not texts:
         return np.zeros((0, n_labels), dtype=np.float32)
 
-    enc = tokenizer(texts, pairs, truncation=True, max_length=max_length)
+    enc = encode_inputs(tokenizer, texts, pairs, max_length, truncation)
     keys = [k for k in tokenizer.model_input_names if k in enc]
     lengths = np.array([len(ids) for ids in enc["input_ids"]])
     order = np.argsort(-lengths, kind="stable")

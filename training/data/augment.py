@@ -251,6 +251,17 @@ _DOC_TASKS = [
 ]
 
 
+def neg_task_document(text, rng, ctx):
+    """The record's own non-factual task (a story, code, a calculation) beside a pasted passage it does not ask
+    about: NEG by the rule, the task decides. pos_document's layouts on the other label, so that a pasted
+    document never decides the label by itself (before, every passage + own-task prompt in training was POS)."""
+    if prompt_style(text) == "document" or not ctx.documents:
+        return None
+    doc = rng.choice(ctx.documents)
+    return rng.choice([f"{doc}\n\n{text.strip()}", (f"Here are my notes:\n\n{doc}\n\nUsing them and what you know, "
+                       f"{_lower_first(text.strip())}"), f"{text.strip()}\n\nContext:\n{doc}"]), NEG
+
+
 def neg_document(text, rng, ctx):
     """A pasted passage and a rewriting / formatting task on it (NEG by the rule). Uses the record's own passage
     when it has one, else one from the training split."""
@@ -343,6 +354,7 @@ REWRITES: dict[str, tuple[int, Callable]] = {
     "neg_question": (NEG, neg_question),
     "neg_preamble": (NEG, neg_preamble),
     "neg_document": (NEG, neg_document),
+    "neg_task_document": (NEG, neg_task_document),
     "neg_persona": (NEG, neg_persona),
     "neg_counterfactual": (POS, neg_counterfactual),
     "neg_creative_entity": (POS, neg_creative_entity),

@@ -272,6 +272,42 @@ _prompt_adapter(
 )
 
 
+# Long prompts (docs/sentinel.md, "Long prompts"): every WizardLM test prompt beside a pasted news article, one of
+# RAGTruth's Summary contexts of at least LONG_PROMPT_MIN_CHARS (~650 tokens: more than the Sentinel reads, at
+# 256 or 512 tokens), before the prompt (`after_doc`: the request comes last, as when a user pastes a document
+# and asks) or after it (`before_doc`). The label stays the prompt's: a pasted document does not change what is
+# asked. Test only, like the WizardLM sets; the Sentinel never trains on RAGTruth contexts.
+LONG_PROMPT_MIN_CHARS = 3000
+
+
+def _long_documents(d: Path) -> list[str]:
+    from training.data.spans import load_ragtruth_subset_folder  # the span layer reads the RAGTruth files
+
+    docs = {r["source_id"]: r["context"] for r in load_ragtruth_subset_folder(d / "ragtruth_test_subset")
+            if r.get("task_type") == "Summary" and len(r.get("context") or "") >= LONG_PROMPT_MIN_CHARS}
+    return [docs[k] for k in sorted(docs)]
+
+
+def _wizardlm_with_document(d: Path, skills: set[str], label: int, doc_first: bool):
+    docs = _long_documents(d)
+    rows = [r for r in read_jsonl(d / "chat_eval_prompts/WizardLM_testset.jsonl") if r["Skill"] in skills]
+    for i, r in enumerate(rows):
+        doc, prompt = docs[i % len(docs)], r["Instruction"].strip()
+        yield _rec(f"{doc}\n\n{prompt}" if doc_first else f"{prompt}\n\n{doc}", label, skill=r["Skill"])
+
+
+for _name, _skills, _label in (("wizardlm_factual", WIZARDLM_FACTUAL_SKILLS, POS),
+                               ("wizardlm_nonfactual", WIZARDLM_NEGATIVE_SKILLS, NEG)):
+    for _suffix, _doc_first in (("after_doc", True), ("before_doc", False)):
+        _prompt_adapter(
+            f"{_name}_{_suffix}", _label,
+            ["chat_eval_prompts/WizardLM_testset.jsonl", "ragtruth_test_subset"],
+            lambda d, s=_skills, lab=_label, first=_doc_first: _wizardlm_with_document(d, s, lab, first),
+            description=(f"{_name} prompts {'after' if _doc_first else 'before'} a pasted news article of "
+                         f">= {LONG_PROMPT_MIN_CHARS} characters (test only)"),
+        )
+
+
 # ---- more local sources (docs/sentinel.md) -------------------------------------------------------------------
 
 def _haluquestqa(d: Path):
