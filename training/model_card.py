@@ -25,7 +25,9 @@ RECIPES = {
                    "fact-checked (FACT_CHECK_NEEDED) or not (NO_FACT_CHECK_NEEDED: creative writing, code, "
                    "opinion, chit-chat). It gates the more expensive hallucination Detector.",
         "use": "Route prompts in an LLM application: run the token-level hallucination Detector only on answers "
-               "to prompts labelled FACT_CHECK_NEEDED. Input: the user's prompt alone, whitespace-normalised.",
+               "to prompts labelled FACT_CHECK_NEEDED. Input: the user's prompt alone, whitespace-normalised; a "
+               "prompt longer than the max length below keeps its first quarter and last three quarters of "
+               "tokens (halugate's inference.formatting.head_tail_split), as in training.",
         "tags": ["prompt-classification", "fact-checking"],
     },
     "detector": {
