@@ -52,9 +52,13 @@ def encode_inputs(tokenizer, texts: Sequence[str], pairs: Sequence[str] | None, 
     if pairs is not None or truncation == "end":
         return tokenizer(list(texts), pairs, truncation=True, max_length=max_length)
     budget = max_length - tokenizer.num_special_tokens_to_add(pair=False)
-    ids = tokenizer(list(texts), add_special_tokens=False)["input_ids"]
-    rows = [tokenizer.prepare_for_model(head_tail(x, budget), add_special_tokens=True) for x in ids]
-    return {k: [r[k] for r in rows] for k in rows[0]} if rows else {"input_ids": []}
+    ids = tokenizer(list(texts), add_special_tokens=False, verbose=False)["input_ids"]  # cut below, not here
+    cut = [head_tail(x, budget) for x in ids]
+    enc = {"input_ids": [tokenizer.build_inputs_with_special_tokens(x) for x in cut]}
+    if "token_type_ids" in tokenizer.model_input_names:
+        enc["token_type_ids"] = [tokenizer.create_token_type_ids_from_sequences(x) for x in cut]
+    enc["attention_mask"] = [[1] * len(x) for x in enc["input_ids"]]
+    return enc
 
 
 def predict_proba(model_dir: str, texts: Sequence[str], pairs: Sequence[str] | None = None, batch_size: int = 64,
