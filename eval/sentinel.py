@@ -105,9 +105,9 @@ def main(argv=None) -> int:
         probs = runner.classify(texts)
         # columns in SENTINEL_LABELS order, whatever the export's label map says
         probs = probs[:, [label_index(runner.labels, name, "sentinel", model_dir) for name in SENTINEL_LABELS]]
-        args.max_length = min(runner.trained_length or runner.max_length, runner.max_length)  # what encode() reads
-        args.truncation = "head_tail"
+        max_length, truncation = runner.text_length, "head_tail"  # what the runtime reads
     else:
+        max_length, truncation = args.max_length, args.truncation
         load_classifier(str(model_dir), "auto")  # cached (same key as predict_proba): the timing is inference only
         started = time.perf_counter()
         probs = predict_proba(str(model_dir), texts, batch_size=args.batch_size, max_length=args.max_length,
@@ -117,7 +117,7 @@ def main(argv=None) -> int:
     metrics = classification_metrics([int(r.label) for r in records], y_pred, SENTINEL_LABELS,
                                      groups=[r.source for r in records])
     metrics.update({"model": str(model_dir), "data": specs, "threshold": args.threshold,
-                    "backend": args.backend, "max_length": args.max_length, "truncation": args.truncation,
+                    "backend": args.backend, "max_length": max_length, "truncation": truncation,
                     "seconds": round(seconds, 2), "ms_per_prompt": round(1000 * seconds / len(records), 2),
                     "batch_size": args.batch_size, "hardware": hardware()})
     out = Path(args.out) if args.out else model_dir / "eval"

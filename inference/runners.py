@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from inference.formatting import head_tail_split
+from inference.formatting import head_tail
 
 log = logging.getLogger("halugate.inference")
 
@@ -295,8 +295,7 @@ class ClassifierRunner:
     def encode(self, text: str, pair: str | None = None) -> Features:
         """[CLS] text [SEP] (pair [SEP]) with the model's own post-processor (Sentinel prompts and NLI pairs; the
         Detector never comes through here). A pair that does not fit loses tokens of its longer side first; a
-        single text longer than the model's fine-tuning length keeps its beginning and its end
-        (inference.formatting.head_tail_split)."""
+        single text longer than `text_length` keeps its beginning and its end (inference.formatting.head_tail)."""
         if self.tokenizer is None:
             raise RuntimeError(f"{self!r} has no tokenizer")
         if pair is not None:
@@ -305,25 +304,25 @@ class ClassifierRunner:
                 enc = self._truncating_tokenizer().encode(text, pair)
         else:
             enc = self.tokenizer.encode(text)
-            # a single text (a Sentinel prompt) is read at the length the model was fine-tuned at: past it the
-            # offline Sentinel was measured worse and slower (docs/sentinel.md, "Long prompts")
-            limit = min(self.trained_length or self.max_length, self.max_length)
-            if len(enc.ids) > limit:
-                enc = self._head_tail(text, len(enc.ids), limit)
+            if len(enc.ids) > self.text_length:
+                return self._head_tail(enc)
         return Features(list(enc.ids), list(enc.type_ids))
 
-    def _head_tail(self, text: str, n_with_special: int, limit: int):
-        from tokenizers import Encoding
+    @property
+    def text_length(self) -> int:
+        """Tokens a single text (a Sentinel prompt) is read at: the length the model was fine-tuned at, where
+        known; past it the offline Sentinel was measured worse and slower (docs/sentinel.md, "Long prompts")."""
+        return min(self.trained_length or self.max_length, self.max_length)
 
+    def _head_tail(self, enc) -> Features:
+        """`enc` (one text with its special tokens) cut to text_length by inference.formatting.head_tail, the
+        rule training uses; the special tokens around the text are kept as they are."""
         n_special = self.tokenizer.num_special_tokens_to_add(False)
-        head, tail = head_tail_split(n_with_special - n_special, limit - n_special)
-        parts = []
-        for keep, direction in ((head, "right"), (tail, "left")):
-            if keep:  # truncate(0) would keep everything
-                part = self.tokenizer.encode(text, add_special_tokens=False)
-                part.truncate(keep, direction=direction)
-                parts.append(part)
-        return self.tokenizer.post_process(Encoding.merge(parts, growing_offsets=False))
+        lead = next(i for i, m in enumerate(enc.special_tokens_mask) if not m)  # specials before the text
+        end = len(enc.ids) - (n_special - lead)                                   # ... and after it
+        kept = head_tail(list(range(lead, end)), self.text_length - n_special)    # positions of the text kept
+        positions = [*range(lead), *kept, *range(end, len(enc.ids))]
+        return Features([enc.ids[i] for i in positions], [enc.type_ids[i] for i in positions])
 
     def _truncating_tokenizer(self):
         """A copy of the tokenizer that cuts the longest side to max_length (the shared one never truncates,
