@@ -16,7 +16,7 @@ from pathlib import Path
 
 from inference.formatting import sentinel_text
 from inference.labels import SENTINEL_LABELS
-from inference.runners import load_runner
+from inference.runners import ModelLoadError, load_runner
 from inference.stages.base import label_index
 from training.data.base import DataError, get_adapter, numbered_jsonl
 from training.data.records import PromptRecord
@@ -100,7 +100,11 @@ def main(argv=None) -> int:
         return 2
     texts = [sentinel_text(r.text) for r in records]
     if args.backend == "onnx":
-        runner = load_runner(model_dir, "sequence", "onnx", batch_size=args.batch_size)
+        try:
+            runner = load_runner(model_dir, "sequence", "onnx", batch_size=args.batch_size)
+        except ModelLoadError as exc:  # e.g. a run dir: the message names the export command
+            print(f"error: --model {exc}", file=sys.stderr)
+            return 2
         started = time.perf_counter()
         probs = runner.classify(texts)
         # columns in SENTINEL_LABELS order, whatever the export's label map says

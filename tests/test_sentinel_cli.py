@@ -84,6 +84,9 @@ def test_tiny_model_trains_end_to_end(tmp_path, arch, tiny_bert_dir, tiny_modern
 
     assert p_needed(tmp_path / "ev-onnx/predictions.jsonl") == pytest.approx(
         p_needed(tmp_path / "ev/predictions.jsonl"), abs=1e-4)
+    capsys.readouterr()
+    assert eval_main(["--model", str(out), "--backend", "onnx", "--out", str(tmp_path / "ev-x")]) == 2  # a run dir
+    assert "no .onnx files" in capsys.readouterr().err
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"text": "who is x", "label": 1}\n{"text": "no label"}\n')
     assert eval_main(["--model", str(out), "--data", str(bad), "--out", str(tmp_path / "ev2")]) == 2
