@@ -8,7 +8,7 @@ mixture split `run_test`): accuracy, macro-F1, confusion matrix. Binary sets (Su
 claims test, RTE dev, MED): the premise is the source document / knowledge, the hypothesis the claim;
 "supported" means the Explainer's verdict is entailment. Long premises are cut exactly as the inference stack
 does (inference.explain.premise_candidates: the best windows + the best sentences; verdict by
-inference.explain.combine_nli: entailed by any candidate -> supported); the score for ROC-AUC is the highest
+inference.explain.combine_nli: entailed by a candidate -> supported); the score for ROC-AUC is the highest
 entailment probability over the candidates.
 An evaluation set the run trained on (metrics.json `data.trained_on_eval_sets`, e.g. MNLI dev-mismatched in
 the offline recipe) is skipped with that reason.
@@ -34,6 +34,8 @@ from inference.explain import combine_nli, premise_candidates
 from inference.formatting import nli_pair
 from inference.labels import EXPLAINER_LABELS
 from inference.runners import trained_length
+from inference.settings import ExplainerSettings
+from inference.stages.explainer import window_budget
 from training.data.base import DataError, get_adapter, numbered_jsonl, resolve_data_dir
 from training.data.nli import EVAL_SETS
 from training.data.records import PairRecord
@@ -119,12 +121,14 @@ def score_three_way(model, rows: list[PairRecord], perm: list[int], args) -> tup
 
 
 def grounding_windows(tokenizer, premise: str, hypothesis: str, max_length: int, max_windows: int,
-                      max_sentences: int = 0) -> list[str]:
-    """The premises the inference stack would score for this hypothesis: the `max_windows` best windows and
-    the `max_sentences` best sentences (inference.explain.premise_candidates)."""
+                      max_sentences: int = 0, window_tokens: int = 0) -> list[str]:
+    """The premises the inference stack would score for this hypothesis: the `max_windows` best windows of
+    `window_tokens` (0: all that fit the pair) and the `max_sentences` best sentences
+    (inference.explain.premise_candidates)."""
     n_hyp = len(tokenizer(hypothesis, add_special_tokens=False)["input_ids"])
     budget = max(max_length - n_hyp - tokenizer.num_special_tokens_to_add(pair=True), max_length // 4)
-    found = premise_candidates(tokenizer, premise, hypothesis, budget, max_windows, max_sentences)
+    found = premise_candidates(tokenizer, premise, hypothesis, window_budget(budget, window_tokens), max_windows,
+                               max_sentences)
     return [p.text for p in found.pick(max_windows, max_sentences)]
 
 
@@ -135,7 +139,8 @@ def score_binary(model, rows: list[PairRecord], perm: list[int], args) -> tuple[
     flat_p, flat_h, owner = [], [], []
     for i, r in enumerate(rows):
         for w in grounding_windows(tokenizer, r.premise, r.hypothesis, args.max_length,
-                                   args.max_premise_windows, getattr(args, "max_premise_sentences", 0)):
+                                   args.max_premise_windows, getattr(args, "max_premise_sentences", 0),
+                                   getattr(args, "premise_window_tokens", 0)):
             flat_p.append(w)
             flat_h.append(r.hypothesis)
             owner.append(i)
@@ -214,8 +219,9 @@ def write_report(out: Path, result: dict) -> None:
              f"- model: `{result['model']}`",
              f"- command: `{result['command']}`",
              (f"- data: {result['data_dir'] or 'Hugging Face Hub'}; max_length {result['max_length']}, "
-              f"up to {result['max_premise_windows']} premise windows + {result.get('max_premise_sentences', 0)} "
-              "sentences on binary sets"),
+              f"up to {result['max_premise_windows']} premise windows of "
+              f"{result.get('premise_window_tokens') or 'pair-filling'} tokens + "
+              f"{result.get('max_premise_sentences', 0)} sentences on binary sets"),
              f"- hardware: {result['hardware']}; {result['seconds']:.0f} s", ""]
     three = {k: v for k, v in result["sets"].items() if v.get("kind") == "three_way"}
     binary = {k: v for k, v in result["sets"].items() if v.get("kind") == "binary"}
@@ -300,11 +306,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-length", type=int,
                    help="tokens per (premise window, hypothesis) input (default: the length the model was trained "
                         "at, as the runtime reads it (inference.runners.trained_length), else 256)")
-    p.add_argument("--max-premise-windows", type=int, default=4,
-                   help="binary sets: premise windows scored per example (the inference default)")
-    p.add_argument("--max-premise-sentences", type=int, default=2,
-                   help="binary sets: + the context sentences sharing the most words with the claim (the "
-                        "inference default; 0: windows only, as before)")
+    runtime = ExplainerSettings()  # the binary sets read premises as inference.detect does by default
+    p.add_argument("--max-premise-windows", type=int, default=runtime.max_premise_windows,
+                   help="binary sets: premise windows scored per example (default: the inference default)")
+    p.add_argument("--max-premise-sentences", type=int, default=runtime.max_premise_sentences,
+                   help="binary sets: + the context sentences sharing the most words with the claim (default: "
+                        "the inference default; 0: windows only)")
+    p.add_argument("--premise-window-tokens", type=int, default=runtime.premise_window_tokens,
+                   help="binary sets: tokens per premise window (default: the inference default; 0: as many as "
+                        "fit the pair, the rule before 2026-12-05)")
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     return p
 
@@ -371,7 +381,7 @@ def main(argv=None) -> dict:
         "command": "python -m eval.explainer " + " ".join(sys.argv[1:] if argv is None else argv),
         "data_dir": str(data_dir) if data_dir else None, "hardware": hardware(), "max_length": args.max_length,
         "max_premise_windows": args.max_premise_windows, "max_premise_sentences": args.max_premise_sentences,
-        "seed": args.seed, "seconds": time.time() - started,
+        "premise_window_tokens": args.premise_window_tokens, "seed": args.seed, "seconds": time.time() - started,
         "sets": sets, "skipped": skipped, "references": REFERENCES,
     }
     (out / "metrics.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")

@@ -10,7 +10,7 @@
                             enable_nli_filtering, nli_entailment_threshold, keep_ungrounded, window_overlap,
                             max_context_tokens}
       nli_model:           {model_id, threshold: 0.7, use_cpu: true, hypothesis: sentence, max_premise_windows,
-                            max_premise_sentences, max_nli_pairs, max_pair_tokens}
+                            max_premise_sentences, premise_window_tokens, max_nli_pairs, max_pair_tokens}
     decisions:                           # seed: config.yaml decisions with rules and the hallucination plugin
       - name: fact_check
         priority: 100
@@ -127,8 +127,10 @@ class DetectorSettings(ModelSettings):
 class ExplainerSettings(ModelSettings):
     threshold: float = 0.7                 # NLI confidence under this lowers a span's severity by one
     hypothesis: Literal["sentence", "clause", "span"] = "sentence"  # how far a span is widened for NLI
-    max_premise_windows: int = 4           # long contexts: the premise windows most similar to the hypothesis
-    max_premise_sentences: int = 2         # + the context sentences most similar to it (precise evidence); 0: off
+    max_premise_windows: int = 1           # the premise windows sharing the most words with the hypothesis
+    max_premise_sentences: int = 4         # + the context sentences sharing the most (precise evidence); 0: off
+    premise_window_tokens: int = 96        # tokens per premise window; 0: as many as fit the pair (the rule
+                                           # before: windows of ~230 tokens, which the Explainer reads worse)
     max_nli_pairs: int = 64                # latency budget: Explainer pairs scored per request (sentences are
                                            # dropped first, then windows, down to one window per hypothesis)
     max_pair_tokens: int = 0               # tokens per (premise, hypothesis) pair; 0: the length the Explainer
@@ -140,6 +142,8 @@ class ExplainerSettings(ModelSettings):
             raise ValueError(f"max_premise_windows: must be >= 1, got {self.max_premise_windows}")
         if self.max_premise_sentences < 0:
             raise ValueError(f"max_premise_sentences: must be >= 0, got {self.max_premise_sentences}")
+        if self.premise_window_tokens < 0:
+            raise ValueError(f"premise_window_tokens: must be >= 0 (0: fill the pair), got {self.premise_window_tokens}")
         if self.max_nli_pairs < 1:
             raise ValueError(f"max_nli_pairs: must be >= 1, got {self.max_nli_pairs}")
         if self.max_pair_tokens < 0:

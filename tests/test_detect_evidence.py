@@ -116,6 +116,43 @@ def test_decide_nli_returns_the_decisive_candidates():
     assert (label, idx) == ("neutral", [1]) and conf == pytest.approx(0.5)
 
 
+def test_a_label_decides_only_when_more_likely_than_not():
+    # A long passage about something else, read by a small NLI model: entailment is its argmax at 0.42. It must
+    # not make the claim "supported" (the argmax rule did), nor a 0.41 contradiction make it contradicted.
+    unreadable = np.array([0.42, 0.20, 0.38])
+    assert explain.decide_nli([unreadable, np.array([0.03, 0.48, 0.49])], EXPLAINER_LABELS)[0] == "neutral"
+    assert explain.decide_nli([unreadable, np.array([0.02, 0.40, 0.58])], EXPLAINER_LABELS) == (
+        "contradiction", pytest.approx(0.58), [1])
+    assert explain.decide_nli([np.array([0.5, 0.1, 0.4]), np.array([0.1, 0.1, 0.8])], EXPLAINER_LABELS)[0] == \
+        "entailment"  # entailment first, as before; 0.5 decides
+    assert explain.decide_nli([np.array([0.49, 0.02, 0.49])], EXPLAINER_LABELS)[0] == "neutral"
+
+
+def test_premise_windows_are_premise_window_tokens_long(minilm_dir):
+    from types import SimpleNamespace
+
+    from tokenizers import Tokenizer
+
+    from inference.settings import ExplainerSettings
+    from inference.spans import tokenize_segment
+    from inference.stages.explainer import premise_set, window_budget
+
+    assert window_budget(230, 96) == 96 and window_budget(60, 96) == 60 and window_budget(230, 0) == 230
+    runner = SimpleNamespace(tokenizer=Tokenizer.from_file(f"{minilm_dir}/tokenizer.json"), trained_length=256,
+                             max_length=512)
+    context = " ".join(f"Sentence number {i} says that the bridge in town {i} opened in {1800 + i}." for i in range(60))
+    tok = runner.tokenizer
+
+    def longest(window_tokens):
+        nm = ExplainerSettings(model_id=str(minilm_dir), max_premise_windows=50, premise_window_tokens=window_tokens)
+        ws = premise_set(runner, nm, context, "", "The bridge in town 7 opened in 1807.").windows
+        return len(ws), max(len(tokenize_segment(tok, w.text)[0]) for w in ws)
+
+    n_short, short = longest(96)
+    n_full, full = longest(0)
+    assert short <= 96 < full and n_short > n_full
+
+
 def test_sentences_budget_and_coverage():
     text = "First one. Second one!\nThird one? "
     assert [text[a:b] for a, b in explain.context_sentences(text)] == ["First one.", "Second one!", "Third one?"]
@@ -243,7 +280,8 @@ def test_premise_windows_fit_the_length_the_explainer_was_trained_at(minilm_dir,
     hyp, question = "The tower was built in 1950.", "When was the tower built?"
     for limit in (128, 256):
         runner.trained_length = limit
-        windows = premise_set(runner, ExplainerSettings(), context, question, hyp).windows
+        filling = ExplainerSettings(premise_window_tokens=0, max_premise_windows=4)  # windows filling the pair
+        windows = premise_set(runner, filling, context, question, hyp).windows
         longest = max(len(runner.tokenizer.encode(w.text + "\n" + question, hyp).ids) for w in windows)
         assert limit - 16 < longest <= limit  # the windows fill the trained length, and never pass it
     with pytest.raises(ValueError, match="max_pair_tokens"):

@@ -290,7 +290,8 @@ def test_window_aggregation_max_vs_min():
 # ---- severity and NLI ----------------------------------------------------------------------------------------
 
 def test_low_nli_confidence_lowers_severity(make_gate, minilm_dir):
-    r = make_gate(explainer=FakeExplainer(minilm_dir, margin=0.5)).detect(EIFFEL_MESSAGES)
+    # margin 1.0: contradiction 0.58, over the verdict rule's 0.5 (a label must be more likely than not) and under 0.7
+    r = make_gate(explainer=FakeExplainer(minilm_dir, margin=1.0)).detect(EIFFEL_MESSAGES)
     assert all(s.nli_label == "contradiction" and s.nli_confidence < 0.7 and s.severity == 3 for s in r.spans)
 
 

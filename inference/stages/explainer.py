@@ -153,10 +153,17 @@ def pair_tokens(runner, requested: int | None = None) -> int:
 
 def premise_set(runner, nm, context: str, question: str, hypothesis: str,
                 terms: list[str] | tuple[str, ...] = ()) -> explain.PremiseSet:
-    """Candidate premises (windows and sentences of the context, with offsets; the question is appended to each)
-    that fit a pair of pair_tokens() with the hypothesis, ranked by the words they share with it; with the
-    ungrounded `terms` of its spans, their counterpart sentences."""
+    """Candidate premises (windows and sentences of the context, with offsets; the question is appended to each):
+    windows of nm.premise_window_tokens that fit a pair of pair_tokens() with the hypothesis, ranked by the
+    words they share with it; with the ungrounded `terms` of its spans, their counterpart sentences."""
     tok = runner.tokenizer
     fixed = len(tokenize_segment(tok, hypothesis)[0]) + len(tokenize_segment(tok, question)[0]) + 4
-    return explain.premise_candidates(tok, context, hypothesis, pair_tokens(runner, nm.max_pair_tokens) - fixed,
+    budget = pair_tokens(runner, nm.max_pair_tokens) - fixed
+    return explain.premise_candidates(tok, context, hypothesis, window_budget(budget, nm.premise_window_tokens),
                                       nm.max_premise_windows, nm.max_premise_sentences, terms)
+
+
+def window_budget(fits: int, window_tokens: int) -> int:
+    """Tokens of one premise window: nli_model.premise_window_tokens (0: all that `fits` the pair), never more
+    than fits."""
+    return min(fits, window_tokens) if window_tokens > 0 else fits
