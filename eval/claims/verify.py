@@ -7,8 +7,8 @@ Evidence comes from passages: the given context (always, when there is one) plus
   inference.runners' runner interface). Premises per claim: the `candidates` passage sentences sharing the most
   content words with the claim, those sentences joined (facts that span two sentences), and each whole passage;
   the last two only when (premise, claim) fits `max_pair_tokens` (default: the length the model was trained at,
-  else its limit). Verdicts combine as in the Explainer (inference.explain.combine_nli: entailed by any
-  premise -> entailment, else contradicted by any -> contradiction, else neutral) and map entailment -> true,
+  else its limit). Verdicts combine as in the Explainer (inference.explain.combine_nli: entailed by a
+  premise at probability >= 0.5 -> entailment, else contradicted by one at >= 0.5 -> contradiction, else neutral) and map entailment -> true,
   contradiction -> false, neutral -> unsure; a true / false under `min_confidence` becomes unsure. Evidence: the
   candidate sentence with the highest probability of the verdict's label (for unsure: of entailment, the closest
   support). Claims are verified `batch_size` at a time: one classifier call per batch.
