@@ -157,9 +157,14 @@ def test_nli_verifier_batches_and_confidence_floor(minilm_dir):
     v = NLIVerifier(runner, batch_size=5)
     out = v.verify(["The Eiffel Tower is in Paris."] * 12, [[Passage(CONTEXT)]] * 12)
     assert runner.calls == 3 and v.calls == 3 and len(out) == 12
-    weak = NLIVerifier(FakeNLI(minilm_dir, confidence=0.45))
+    # entailment 0.55 decides "entailment" (>= 0.5), but under a 0.6 floor the answer is unsure
+    weak = NLIVerifier(FakeNLI(minilm_dir, confidence=0.55), min_confidence=0.6)
     res = weak.verify(["The Eiffel Tower is in Paris."], [[Passage(CONTEXT)]])[0]
     assert res.answer == "unsure" and "confidence floor" in res.reasoning
+    # at 0.45 no candidate decides: neutral, so unsure without the floor
+    res = NLIVerifier(FakeNLI(minilm_dir, confidence=0.45)).verify(["The Eiffel Tower is in Paris."],
+                                                                   [[Passage(CONTEXT)]])[0]
+    assert res.answer == "unsure" and "Neither supported nor contradicted" in res.reasoning
 
 
 def test_nli_verifier_without_evidence_is_unsure(minilm_dir):
