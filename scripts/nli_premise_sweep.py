@@ -5,8 +5,9 @@
 
 For each sampled dev row (premise = a long document, hypothesis = a claim; gold: supported or not) it scores,
 once, through the runtime's ONNX runner, every candidate the grid below can pick: the 4 best premise windows
-filling a 256-token pair (the rule before 2026-12-05), the 4 best windows of 96 tokens, and the 8 best context
-sentences (inference.explain.premise_candidates ranks each kind by shared content words). It then prints, for
+filling the Explainer's pair (256 tokens for the offline recipe; the rule before 2026-12-05), the 4 best windows
+of 96 tokens, and the 8 best context sentences, each found by the runtime's own premise_set (ranked by shared
+content words). It then prints, for
 every combination (k long windows, k short windows, m sentences) and verdict rule, the balanced accuracy of
 "supported" and the ROC-AUC of the highest entailment probability, per set, with the pairs read per row.
 
@@ -30,10 +31,11 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from inference.explain import VERDICT_PROBABILITY, premise_candidates
+from inference.explain import VERDICT_PROBABILITY
 from inference.formatting import nli_pair
 from inference.runners import ModelLoadError, OnnxRunner
-from inference.spans import tokenize_segment
+from inference.settings import ExplainerSettings
+from inference.stages.explainer import premise_set
 from training.data.base import DataError, get_adapter, resolve_data_dir
 
 TRAINED_MAX_CHARS = 1000  # configs/explainer.offline.yaml data.max_chars: longer pairs never reached training
@@ -63,17 +65,26 @@ def load_rows(names: list[str], data_dir: Path, per_set: int, seed: int) -> list
     return rows
 
 
+# How the runtime would read each kind (inference.stages.explainer.premise_set, at the Explainer's pair length).
+READINGS = {"w256": ExplainerSettings(max_premise_windows=CANDIDATES["w256"], premise_window_tokens=0,
+                                      max_premise_sentences=0),
+            "w96": ExplainerSettings(max_premise_windows=CANDIDATES["w96"], premise_window_tokens=96,
+                                     max_premise_sentences=0),
+            # sentences that are a whole pair-filling window are left out (as the figures in docs/explainer.md
+            # were made): they are that window's candidate
+            "sent": ExplainerSettings(max_premise_windows=1, premise_window_tokens=0,
+                                      max_premise_sentences=CANDIDATES["sent"])}
+
+
 def candidates(runner, rows) -> list[tuple[int, str, int, str]]:
-    """(row, kind, rank, premise text) of every candidate of every row."""
+    """(row, kind, rank, premise text) of every candidate of every row, as the runtime's premise_set finds them
+    (no question: these sets have none)."""
     out = []
     for i, (_, r) in enumerate(rows):
-        fits = max(256 - len(tokenize_segment(runner.tokenizer, r.hypothesis)[0]) - 4, 64)
-        for kind, budget in (("w256", fits), ("w96", min(96, fits))):
-            for p in premise_candidates(runner.tokenizer, r.premise, r.hypothesis, budget, CANDIDATES[kind], 0).pick(
-                    CANDIDATES[kind], 0):
-                out.append((i, kind, p.rank, p.text))
-        for p in premise_candidates(runner.tokenizer, r.premise, r.hypothesis, fits, 1, CANDIDATES["sent"]).sentences:
-            out.append((i, "sent", p.rank, p.text))
+        for kind, nm in READINGS.items():
+            found = premise_set(runner, nm, r.premise, "", r.hypothesis)
+            picked = found.sentences if kind == "sent" else found.pick(nm.max_premise_windows, 0)
+            out.extend((i, kind, p.rank, p.text) for p in picked)
     return out
 
 
