@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from inference.grounding import COPY_FEATURES, FEATURES, ContextIndex, grounding_features
+from inference.grounding import COPY_FEATURES, FEATURES, ContextIndex, grounding_features, unsupported_spans
 from inference.runners import Features
 from inference.spans import (
     TASK_TYPES,
@@ -147,6 +147,8 @@ class DetectorScores:
     task_type: str | None = None
     window_probs: list[np.ndarray] = field(default_factory=list)  # per window, before aggregation
     signals: str = "all"  # which grounding signals `grounding` holds: "none", "grounding" (no copy signals), "all"
+    # the answer's numbers, quantities and names that the context lacks (inference.grounding.unsupported_spans)
+    ungrounded: list[dict] = field(default_factory=list)
 
     @property
     def score(self) -> float:
@@ -286,7 +288,7 @@ def score_answers(runner, jobs: list[DetectorJob], settings, calibration: Calibr
             grounding = grounding_features(job.answer, read, job.question, offsets,
                                            ContextIndex(f"{read}\n{job.question or ''}"), copy=computed == "all")
         raw = DetectorScores(offsets, np.zeros(0), np.zeros(0), grounding, len(job.windows), job.task_type,
-                             per_window, computed)
+                             per_window, computed, unsupported_spans(job.answer, job.context, job.question))
         out.append(rescore(raw, aggregation, combiner, smoothing_of(settings, calibration)))
     return out
 
@@ -296,7 +298,7 @@ def rescore(scores: DetectorScores, aggregation: str, combiner: Combiner | None,
     """The same windows' probabilities under another aggregation / combiner / smoothing (no model call)."""
     if not scores.answer_offsets:
         return DetectorScores([], np.zeros(0), np.zeros(0), scores.grounding, scores.windows, scores.task_type,
-                              scores.window_probs, scores.signals)
+                              scores.window_probs, scores.signals, scores.ungrounded)
     model_probs = aggregate(scores.window_probs, aggregation)
     probs = model_probs
     needed = signals_needed(combiner)
@@ -308,7 +310,7 @@ def rescore(scores: DetectorScores, aggregation: str, combiner: Combiner | None,
         probs = combiner.apply(design_matrix(model_probs, scores.grounding, scores.task_type, combiner.features))
     probs = smooth(probs, smoothing)
     return DetectorScores(scores.answer_offsets, model_probs, probs, scores.grounding, scores.windows,
-                          scores.task_type, scores.window_probs, scores.signals)
+                          scores.task_type, scores.window_probs, scores.signals, scores.ungrounded)
 
 
 def scores_to_spans(answer: str, scores: DetectorScores, settings, calibration: Calibration | None = None,
@@ -321,4 +323,22 @@ def scores_to_spans(answer: str, scores: DetectorScores, settings, calibration: 
     raw = token_probs_to_spans(answer, scores.answer_offsets, scores.probs, threshold=t,
                                min_span_chars=max(1, settings.min_span_length),
                                extend_to=t * ratio if ratio < 1.0 else None)
-    return [s for s in raw if s["confidence"] >= min(settings.min_span_confidence, t)]
+    spans = [s for s in raw if s["confidence"] >= min(settings.min_span_confidence, t)]
+    if settings.flag_ungrounded:
+        spans = with_ungrounded(spans, scores)
+    return spans
+
+
+def with_ungrounded(spans: list[dict], scores: DetectorScores) -> list[dict]:
+    """`spans` plus each ungrounded term (scores.ungrounded) that none of them overlaps, with the model's mean and
+    highest probability over its tokens: the exact check flags "built in 1950" when the context says 1887-1889,
+    whatever the model makes of it (docs/detector.md, "Grounding signals, strict")."""
+    added = []
+    for term in scores.ungrounded:
+        if any(s["start"] < term["end"] and term["start"] < s["end"] for s in spans):
+            continue
+        p = np.asarray([q for (a, b), q in zip(scores.answer_offsets, scores.probs)
+                        if a < term["end"] and term["start"] < b] or [0.0])
+        added.append({"start": term["start"], "end": term["end"], "text": term["text"],
+                      "confidence": float(p.mean()), "max_prob": float(p.max())})
+    return sorted(spans + added, key=lambda s: s["start"]) if added else spans

@@ -58,6 +58,36 @@ _NUMBER_WORDS.update({"thirty": 30, "forty": 40, "fifty": 50, "sixty": 60, "seve
                       "dozen": 12, "half": 0.5, "first": 1, "second": 2, "third": 3})
 _UNITS = frozenset(["m", "meter", "meters", "metre", "metres", "km", "kilometer", "kilometers", "kilometres", "mile", "miles", "ft", "foot", "feet", "inch", "inches", "cm", "mm", "kg", "g", "gram", "grams", "kilogram", "kilograms", "pound", "pounds", "lb", "lbs", "ton", "tons", "tonnes", "percent", "%", "year", "years", "month", "months", "week", "weeks", "day", "days", "hour", "hours", "minute", "minutes", "second", "seconds", "million", "billion", "thousand", "hundred", "dollars", "dollar", "usd", "euros", "euro", "people", "star", "stars", "reviews", "review", "times", "degrees"])
 
+# Numbers that are no claim about the world (session 28; the false alarms of the number signal on three of five
+# local RAGTruth folds, docs/detector.md "Grounding signals, normalised further"): the marker of a numbered list
+# ("6. Place the steak"), a count of the answer's own text ("a summary in 108 words"), the scale of a rating
+# ("3.5 out of 5 stars"), and ordinals ("a third reviewer", "their first two albums").
+_LIST_MARKER = re.compile(r"^[ \t]*(?:[-*•][ \t]+|(\d{1,3})[.)][ \t]+|step[ \t]+(\d{1,3})[:.][ \t]+)",
+                          re.IGNORECASE | re.MULTILINE)
+_SELF_COUNT = frozenset(["word", "words", "sentence", "sentences", "character", "characters", "paragraph",
+                         "paragraphs"])
+_SCALE = re.compile(r"\bout\s+of\s+$", re.IGNORECASE)
+_SCALES = frozenset([5.0, 10.0])
+_ORDINALS = frozenset(["first", "second", "third"])
+_HALF = re.compile(r"\b(\w+)\s+and\s+a\s+half\b", re.IGNORECASE)  # "three and a half stars" = 3.5
+_CLOCK_PM = re.compile(r"^(?::\d{2})?\s*(?:pm|p\.m\.)", re.IGNORECASE)  # after the hour: "8 PM", "8:00 p.m."
+_CLOCK_PM_IN_TEXT = re.compile(r"(?<![\w.:])(\d{1,2})(?::\d{2})?\s*(?:pm|p\.m\.)", re.IGNORECASE)
+_HEADING = re.compile(r":[ \t]+(?=[A-Z])")  # "Add color: Using color ..." starts a sentence
+# The two-letter codes of the US states and DC, as structured records give them ("state": "CA"): an answer that
+# says "California" states what the record says.
+US_STATES = {"AL": "Alabama", "AK": "Alaska", "AZ": "Arizona", "AR": "Arkansas", "CA": "California",
+             "CO": "Colorado", "CT": "Connecticut", "DE": "Delaware", "DC": "District of Columbia", "FL": "Florida",
+             "GA": "Georgia", "HI": "Hawaii", "ID": "Idaho", "IL": "Illinois", "IN": "Indiana", "IA": "Iowa",
+             "KS": "Kansas", "KY": "Kentucky", "LA": "Louisiana", "ME": "Maine", "MD": "Maryland",
+             "MA": "Massachusetts", "MI": "Michigan", "MN": "Minnesota", "MS": "Mississippi", "MO": "Missouri",
+             "MT": "Montana", "NE": "Nebraska", "NV": "Nevada", "NH": "New Hampshire", "NJ": "New Jersey",
+             "NM": "New Mexico", "NY": "New York", "NC": "North Carolina", "ND": "North Dakota", "OH": "Ohio",
+             "OK": "Oklahoma", "OR": "Oregon", "PA": "Pennsylvania", "RI": "Rhode Island", "SC": "South Carolina",
+             "SD": "South Dakota", "TN": "Tennessee", "TX": "Texas", "UT": "Utah", "VT": "Vermont",
+             "VA": "Virginia", "WA": "Washington", "WV": "West Virginia", "WI": "Wisconsin", "WY": "Wyoming"}
+_STATE_CODE = re.compile(r"\b(" + "|".join(US_STATES) + r")\b")
+_CAMEL_WORD = re.compile(r"\b[A-Za-z]*[a-z][A-Z][A-Za-z]*\b")  # RestaurantsTakeOut, OutdoorSeating
+
 _WORDS_PLAIN = re.compile(r"\w+")
 _WORD = re.compile(r"\w+(?:[.,'’-]\w+)*")
 _NUM = re.compile(r"^\d{1,3}(?:,\d{3})+(?:\.\d+)?$|^\d+(?:\.\d+)?$")
@@ -120,12 +150,28 @@ def falsy_field_stems(text: str) -> set[str]:
 
 
 class ContextIndex:
-    """What the context (and question) contain, normalised for the comparisons above."""
+    """What the context (and question) contain, normalised for the comparisons above.
 
-    def __init__(self, text: str):
+    `strict`: the rules of the exact check (`unsupported_spans`: the terms an explanation names, and the spans
+    flagged whatever the model says): only an answer's claims about the world count, against every spelling of
+    the context (no list markers, counts of the answer's own text, rating scales or ordinals; 12-hour clock
+    times, state codes, camel-case field names, dotless acronyms, plurals and demonyms). The combiner's token
+    features keep the looser rules it was measured best with (strict features: -2.1 span F1 under the
+    cross-fold calibration; docs/detector.md "Grounding signals, strict")."""
+
+    def __init__(self, text: str, strict: bool = False):
+        self.strict = strict
         words = [w.lower() for w in _WORD.findall(text)]
         pieces = [p for w in words for p in re.split(r"[.,'’-]", w) if p]
-        self.words = set(words) | set(pieces)
+        joined = []
+        if strict:
+            joined = [re.sub(r"[.'’-]", "", w) for w in words if re.search(r"[.'’-]", w)]  # U.S. -> us
+            for m in _CAMEL_WORD.finditer(text):  # RestaurantsTakeOut -> restaurants, take, out, takeout
+                parts = key_words(m.group()).lower().split()
+                pieces += parts + [a + b for a, b in pairwise(parts)]
+            for m in _STATE_CODE.finditer(text):  # "state": "CA" -> california
+                pieces += US_STATES[m.group()].lower().split()
+        self.words = set(words) | set(pieces) | set(joined)
         self.stems = {_stem(w) for w in self.words}
         self.numbers: set[float] = set()
         for m in _NUM_IN_TEXT.finditer(text):
@@ -140,6 +186,10 @@ class ContextIndex:
             a, b = parse_number(m.group(1)), parse_number(m.group(2))
             if a is not None and b is not None and a.is_integer() and b.is_integer() and 0 < b - a <= _MAX_RANGE:
                 self.numbers.update(float(x) for x in range(int(a), int(b) + 1))
+        for m in _CLOCK_PM_IN_TEXT.finditer(text) if strict else ():  # "8 PM" also states 20 (o'clock)
+            hour = int(m.group(1))
+            if 1 <= hour <= 11:
+                self.numbers.add(float(hour + 12))
         self.falsy = falsy_field_stems(text)
         self._sequence = words  # for the copy signals' word n-grams, built on first use
 
@@ -166,8 +216,42 @@ class ContextIndex:
         w = word.lower()
         if w in self.words or _stem(w) in self.stems:
             return True
+        if self.strict and self._other_spelling(word, w):
+            return True
         parts = [p for p in re.split(r"[.,'’-]", w) if p]
         return bool(parts) and all(p in self.words or _stem(p) in self.stems or p in STOPWORDS for p in parts)
+
+    def _other_spelling(self, word: str, w: str) -> bool:
+        """"TVs" / "Passages" against "TV" / "Passage"; "Wi-Fi" against "WiFi"; "Venezuelan" / "Singaporean"
+        against "Venezuela" / "Singapore"."""
+        bare = re.sub(r"[.'’-]", "", w)
+        plural = w.endswith("s") and (word[:-1].isupper() or len(w) > 4)
+        if bare in self.words or (plural and w[:-1] in self.words):
+            return True
+        return len(w) > 5 and ((w.endswith("n") and w[:-1] in self.words) or (w.endswith("an") and w[:-2] in self.words))
+
+
+def _claim_layout(answer: str, sentence_starts: set[int]) -> tuple[set[int], dict[int, float]]:
+    """The strict rules' reading of the answer's layout: the starts of numbered list markers ("6. Place ..."),
+    and the values of "three and a half" (at "three" and at "half": 3.5). Adds the word after a list marker or a
+    heading's colon to `sentence_starts` (a capital there is no name)."""
+    markers = {m.start(g) for m in _LIST_MARKER.finditer(answer) for g in (1, 2) if m.group(g)}
+    sentence_starts |= {m.end() for m in _LIST_MARKER.finditer(answer)} | {m.end() for m in _HEADING.finditer(answer)}
+    halves = {}
+    for m in _HALF.finditer(answer):
+        whole = parse_number(m.group(1))
+        if whole is not None:
+            halves[m.start(1)] = halves[m.end() - 4] = whole + 0.5
+    return markers, halves
+
+
+def _no_claim(answer: str, start: int, end: int, value: float, next_word: str, index: ContextIndex) -> bool:
+    """A number that is no claim the context lacks, under the strict rules: a count of the answer's own text
+    ("in 108 words"), the scale of a rating ("out of 5"), the minutes of an hour (":00"), or an hour of the
+    12-hour clock that the context gives on the 24-hour one ("8 PM" against "20:00")."""
+    return (next_word in _SELF_COUNT or (value == 0 and answer[start - 1:start] == ":")
+            or (value in _SCALES and bool(_SCALE.search(answer[max(0, start - 12):start])))
+            or (1 <= value <= 11 and bool(_CLOCK_PM.match(answer[end:])) and index.has_number(value + 12)))
 
 
 def word_signals(answer: str, index: ContextIndex, copy: bool = True) -> list[tuple[int, int, np.ndarray]]:
@@ -175,16 +259,26 @@ def word_signals(answer: str, index: ContextIndex, copy: bool = True) -> list[tu
     words = [(m.start(), m.end(), m.group()) for m in _WORD.finditer(answer)]
     out: list[tuple[int, int, np.ndarray]] = []
     sentence_starts = {m.start() + len(m.group()) - len(m.group().lstrip()) for m in _SENT.finditer(answer)}
+    strict = index.strict
+    markers, halves = (_claim_layout(answer, sentence_starts) if strict else (set(), {}))
     prev_number: bool | None = None  # None: the previous word is no number; else whether it is unsupported
-    for s, e, w in words:
+    for i, (s, e, w) in enumerate(words):
         f = np.zeros(len(FEATURES), dtype=np.float32)
         lw = w.lower()
-        value = parse_number(w)
-        if lw in STOPWORDS:
+        if strict:
+            value = None if lw in _ORDINALS or lw in STOPWORDS else halves.get(s, parse_number(w))
+        else:
+            value = None if lw in STOPWORDS and lw != "one" else parse_number(w)
+        if lw in STOPWORDS or s in markers:
             f[3] = 1.0
-        if value is not None and not (lw in STOPWORDS and lw not in ("one",)):
-            f[0] = float(not index.has_number(value))
-        elif prev_number is not None and lw in _UNITS:
+        if s in markers:
+            value = None
+        elif value is not None:
+            after = words[i + 1][2].lower() if i + 1 < len(words) else ""
+            f[0] = float(not (index.has_number(value) or (strict and _no_claim(answer, s, e, value, after, index))))
+        elif strict and prev_number is not None and lw in _SELF_COUNT:
+            f[3] = 1.0  # "108 words": about the answer's own text
+        elif prev_number is not None and (lw in _UNITS or (strict and lw == "pm")):
             f[0] = float(prev_number)  # a unit belongs to its number's claim: "500 meters", "330 m"
         elif lw not in STOPWORDS:
             absent = not index.has_word(w)
@@ -303,10 +397,13 @@ def terms_within(terms: Sequence[dict], start: int, end: int) -> list[str]:
     return [t["text"] for t in terms if t["start"] < end and start < t["end"]]
 
 
-def unsupported_spans(answer: str, context: str, question: str | None = None, words: bool = False) -> list[dict]:
+def unsupported_spans(answer: str, context: str, question: str | None = None, words: bool = False,
+                      strict: bool = True) -> list[dict]:
     """Answer words whose number or name signal fires (with `words`: any content word absent from the context),
-    merged when adjacent: the rule-only reference rows of the evaluation, and a readable view of the signals."""
-    index = ContextIndex(f"{context}\n{question or ''}")
+    merged when adjacent, under the strict rules unless `strict=False` (ContextIndex): the terms a flagged span's
+    explanation names, the spans flagged whatever the model says (DetectorSettings.flag_ungrounded), and the
+    rule-only reference rows of the evaluation."""
+    index = ContextIndex(f"{context}\n{question or ''}", strict=strict)
     spans: list[dict] = []
     for s, e, f in word_signals(answer, index):
         if not (f[0] or f[1] or (words and f[2])):

@@ -92,6 +92,10 @@ class DetectorSettings(ModelSettings):
                                            # (Span.ungrounded, an exact check) is never dropped as entailed, and
                                            # its severity is at least that of "neutral": small NLI models miss
                                            # number swaps ("500 meters" against "330 meters")
+    flag_ungrounded: bool = True           # a number, quantity or name of the answer that the context lacks
+                                           # (the exact check, strict: inference.grounding.unsupported_spans) is
+                                           # a span even where the model's probability stays under the threshold;
+                                           # its confidence stays the model's (docs/detector.md)
     max_length: int = 0                    # tokens per window; 0 = the model's position limit
     window_overlap: int = 32               # at least this many context tokens shared by consecutive windows
                                            # (the fewest windows that allow it, spread evenly)

@@ -1,5 +1,7 @@
 """Detector metrics on hand-computed cases, the reference baselines and threshold scoring."""
 
+import re
+
 import numpy as np
 import pytest
 
@@ -125,3 +127,21 @@ def test_a_task_type_gets_its_own_threshold_only_with_enough_of_both_classes():
 def test_span_extension_outside_its_range_names_the_setting(value):
     with pytest.raises(ValueError, match="span_extension"):
         DetectorSettings(span_extension=value).validate()
+
+
+def test_ungrounded_terms_are_spans_below_the_threshold_unless_switched_off():
+    from inference.detector_stage import scores_to_spans
+    from inference.grounding import unsupported_spans
+
+    context = "The Eiffel Tower in Paris was built from 1887 to 1889. The tower is 330 meters tall."
+    answer = "The tower was built in 1950 and is 500 meters tall. It is in Paris."
+    offsets = [(m.start(), m.end()) for m in re.finditer(r"\w+|[^\w\s]", answer)]
+    probs = np.full(len(offsets), 0.1)
+    probs[next(i for i, (s, _) in enumerate(offsets) if answer[s:].startswith("500"))] = 0.9  # the model sees "500"
+    scores = DetectorScores(offsets, probs, probs, ungrounded=unsupported_spans(answer, context))
+    settings = DetectorSettings(min_span_length=1, min_span_confidence=0.0, span_extension=1.0)
+    spans = scores_to_spans(answer, scores, settings, threshold=0.5)
+    # "500" from the model (not doubled by its term "500 meters"), "1950" from the exact check at the model's 0.1
+    assert [(s["text"], round(s["confidence"], 2)) for s in spans] == [("1950", 0.1), ("500", 0.9)]
+    settings.flag_ungrounded = False
+    assert [s["text"] for s in scores_to_spans(answer, scores, settings, threshold=0.5)] == ["500"]

@@ -37,10 +37,9 @@ class DetectorStage(Stage):
             it.result.hallucination_threshold = effective(hm, gate.detector_calibration, sc.task_type)[0]
             # The exact check next to the model's judgement: numbers, quantities and names of each span that the
             # context (and question) lacks. The Explainer stage never drops such a span as entailed.
-            absent = grounding.unsupported_spans(it.data.answer, it.context, it.data.question) if raw else []
             it.result.spans = []
             for s in raw:
-                missing = grounding.terms_within(absent, s["start"], s["end"])
+                missing = grounding.terms_within(sc.ungrounded, s["start"], s["end"])
                 it.result.spans.append(Span(
                     start=s["start"], end=s["end"], text=s["text"], confidence=s["confidence"],
                     severity=explain.UNEXPLAINED_SEVERITY, ungrounded=missing,
