@@ -127,7 +127,8 @@ def test_changed_detection_settings_redetect_without_regeneration(tmp_path, data
         entries, stats = run(records, gate, out, srv)
     assert len(srv.requests) == 0 and stats.detected == 5 and stats.detections_reused == 0
     assert {e["id"]: e["verdict"] for e in entries}["q2"] == "hallucinated"
-    assert {e["id"]: e["verdict"] for e in entries}["q4"] == "clean"  # no Sentinel: the poem is checked too
+    # no Sentinel: the poem is checked too, and its "Berlin" is a name its context lacks (the exact check)
+    assert {e["id"]: e["verdict"] for e in entries}["q4"] == "hallucinated"
 
 
 def test_resume_refuses_changed_data_or_model(tmp_path, data_file, minilm_dir):
