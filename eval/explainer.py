@@ -30,12 +30,12 @@ from pathlib import Path
 
 import numpy as np
 
-from inference.explain import combine_nli, premise_candidates
+from inference.explain import combine_nli
 from inference.formatting import nli_pair
 from inference.labels import EXPLAINER_LABELS
 from inference.runners import trained_length
 from inference.settings import ExplainerSettings
-from inference.stages.explainer import window_budget
+from inference.stages.explainer import premises_for
 from training.data.base import DataError, get_adapter, numbered_jsonl, resolve_data_dir
 from training.data.nli import EVAL_SETS
 from training.data.records import PairRecord
@@ -120,16 +120,20 @@ def score_three_way(model, rows: list[PairRecord], perm: list[int], args) -> tup
     return classification_metrics(y, probs.argmax(-1), EXPLAINER_LABELS), probs
 
 
-def grounding_windows(tokenizer, premise: str, hypothesis: str, max_length: int, max_windows: int,
-                      max_sentences: int = 0, window_tokens: int = 0) -> list[str]:
-    """The premises the inference stack would score for this hypothesis: the `max_windows` best windows of
-    `window_tokens` (0: all that fit the pair) and the `max_sentences` best sentences
-    (inference.explain.premise_candidates)."""
-    n_hyp = len(tokenizer(hypothesis, add_special_tokens=False)["input_ids"])
-    budget = max(max_length - n_hyp - tokenizer.num_special_tokens_to_add(pair=True), max_length // 4)
-    found = premise_candidates(tokenizer, premise, hypothesis, window_budget(budget, window_tokens), max_windows,
-                               max_sentences)
-    return [p.text for p in found.pick(max_windows, max_sentences)]
+def grounding_windows(tokenizer, premise: str, hypothesis: str, max_length: int, settings: ExplainerSettings
+                      ) -> list[str]:
+    """The premises the inference stack would score for this hypothesis (inference.stages.explainer.premises_for,
+    the runtime's own candidates): the `max_premise_windows` best windows of `premise_window_tokens` (0: all
+    that fit the pair) and the `max_premise_sentences` best sentences."""
+    found = premises_for(tokenizer, max_length, settings, premise, "", hypothesis)
+    return [p.text for p in found.pick(settings.max_premise_windows, settings.max_premise_sentences)]
+
+
+def premise_settings(args) -> ExplainerSettings:
+    """The premise candidates the CLI asks for (its defaults are ExplainerSettings'; 0 for a caller without them)."""
+    return ExplainerSettings(max_premise_windows=args.max_premise_windows,
+                             max_premise_sentences=getattr(args, "max_premise_sentences", 0),
+                             premise_window_tokens=getattr(args, "premise_window_tokens", 0))
 
 
 def score_binary(model, rows: list[PairRecord], perm: list[int], args) -> tuple[dict, list[dict]]:
@@ -137,10 +141,9 @@ def score_binary(model, rows: list[PairRecord], perm: list[int], args) -> tuple[
 
     _, tokenizer, _ = load_classifier(str(model), args.device)
     flat_p, flat_h, owner = [], [], []
+    settings = premise_settings(args)
     for i, r in enumerate(rows):
-        for w in grounding_windows(tokenizer, r.premise, r.hypothesis, args.max_length,
-                                   args.max_premise_windows, getattr(args, "max_premise_sentences", 0),
-                                   getattr(args, "premise_window_tokens", 0)):
+        for w in grounding_windows(tokenizer, r.premise, r.hypothesis, args.max_length, settings):
             flat_p.append(w)
             flat_h.append(r.hypothesis)
             owner.append(i)

@@ -44,7 +44,8 @@ def test_align_labels_by_name():
 
 
 def _args(**kw):
-    return SimpleNamespace(batch_size=8, max_length=64, device="cpu", max_premise_windows=4, current="t", **kw)
+    kw = {"max_premise_windows": 4, **kw}
+    return SimpleNamespace(batch_size=8, max_length=64, device="cpu", current="t", **kw)
 
 
 def test_three_way_scoring_reorders_model_columns(monkeypatch):
@@ -76,7 +77,7 @@ def test_grounding_windows_and_verdict(monkeypatch, minilm_dir):
     long_doc = "The call was long and covered many topics. " * 40 + "Costs were flat."
     rows = [PairRecord(long_doc, "Costs were flat.", 0, "s", meta={"domain": "d"}),
             PairRecord("The call was long.", "Costs doubled.", 3, "s", meta={"domain": "d"})]
-    windows = ev.grounding_windows(tok, long_doc, "Costs were flat.", 64, 4)
+    windows = ev.grounding_windows(tok, long_doc, "Costs were flat.", 64, ev.premise_settings(_args()))
     assert 1 < len(windows) <= 4 and any("Costs were flat" in w for w in windows)
     m, details = ev.score_binary("m", rows, [0, 1, 2], _args())
     assert [d["verdict"] for d in details] == ["entailment", "neutral"]
@@ -164,6 +165,7 @@ def test_sets_the_run_trained_on_are_skipped_and_sentences_join_the_windows(tmp_
     assert ev.trained_eval_sets(str(tmp_path / "missing")) == []
     tok = load_tokenizer(minilm_dir)
     long_doc = "The call was long and covered many topics. " * 40 + "Costs were flat."
-    both = ev.grounding_windows(tok, long_doc, "Costs were flat.", 64, 2, max_sentences=1)
+    both = ev.grounding_windows(tok, long_doc, "Costs were flat.", 64,
+                                ev.premise_settings(_args(max_premise_windows=2, max_premise_sentences=1)))
     assert both[-1] == "Costs were flat." and len(both) == 3
 

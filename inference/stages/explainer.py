@@ -156,10 +156,17 @@ def premise_set(runner, nm, context: str, question: str, hypothesis: str,
     """Candidate premises (windows and sentences of the context, with offsets; the question is appended to each):
     windows of nm.premise_window_tokens that fit a pair of pair_tokens() with the hypothesis, ranked by the
     words they share with it; with the ungrounded `terms` of its spans, their counterpart sentences."""
-    tok = runner.tokenizer
-    fixed = len(tokenize_segment(tok, hypothesis)[0]) + len(tokenize_segment(tok, question)[0]) + 4
-    budget = pair_tokens(runner, nm.max_pair_tokens) - fixed
-    return explain.premise_candidates(tok, context, hypothesis, window_budget(budget, nm.premise_window_tokens),
+    return premises_for(runner.tokenizer, pair_tokens(runner, nm.max_pair_tokens), nm, context, question,
+                        hypothesis, terms)
+
+
+def premises_for(tokenizer, pair_length: int, nm, context: str, question: str, hypothesis: str,
+                 terms: list[str] | tuple[str, ...] = ()) -> explain.PremiseSet:
+    """premise_set for any tokenizer (a runner's, or a transformers one: eval.explainer scores PyTorch models
+    on the same candidates) and a pair of `pair_length` tokens."""
+    fixed = len(tokenize_segment(tokenizer, hypothesis)[0]) + len(tokenize_segment(tokenizer, question)[0]) + 4
+    return explain.premise_candidates(tokenizer, context, hypothesis,
+                                      window_budget(pair_length - fixed, nm.premise_window_tokens),
                                       nm.max_premise_windows, nm.max_premise_sentences, terms)
 
 
