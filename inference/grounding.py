@@ -28,7 +28,10 @@ Per answer word (numbers normalised: `1,887` = `1887`, `3.50` = `3.5`, `twelve` 
     answer_position      where the word starts in the answer (0 = start, 1 = end)
     sentence_position    the word's sentence in the answer: 0, 1/3, 2/3, 1 for the first, second, third, later
 
-The question counts as context (an answer may repeat it). Features are per answer *token* (from its word, by
+The question counts as context (an answer may repeat it). `ContextIndex(..., strict=True)`, which
+`unsupported_spans` uses for what is stated as fact (explanations, and spans flagged whatever the model says),
+counts only the answer's claims against every spelling of the context (see ContextIndex); the combiner's token
+features keep the rules above. Features are per answer *token* (from its word, by
 character overlap), so they line up with the Detector's per-token probabilities.
 """
 
@@ -59,7 +62,7 @@ _NUMBER_WORDS.update({"thirty": 30, "forty": 40, "fifty": 50, "sixty": 60, "seve
 _UNITS = frozenset(["m", "meter", "meters", "metre", "metres", "km", "kilometer", "kilometers", "kilometres", "mile", "miles", "ft", "foot", "feet", "inch", "inches", "cm", "mm", "kg", "g", "gram", "grams", "kilogram", "kilograms", "pound", "pounds", "lb", "lbs", "ton", "tons", "tonnes", "percent", "%", "year", "years", "month", "months", "week", "weeks", "day", "days", "hour", "hours", "minute", "minutes", "second", "seconds", "million", "billion", "thousand", "hundred", "dollars", "dollar", "usd", "euros", "euro", "people", "star", "stars", "reviews", "review", "times", "degrees"])
 
 # Numbers that are no claim about the world (session 28; the false alarms of the number signal on three of five
-# local RAGTruth folds, docs/detector.md "Grounding signals, normalised further"): the marker of a numbered list
+# local RAGTruth folds, docs/detector.md "Grounding signals, strict"): the marker of a numbered list
 # ("6. Place the steak"), a count of the answer's own text ("a summary in 108 words"), the scale of a rating
 # ("3.5 out of 5 stars"), and ordinals ("a third reviewer", "their first two albums").
 _LIST_MARKER = re.compile(r"^[ \t]*(?:[-*•][ \t]+|(\d{1,3})[.)][ \t]+|step[ \t]+(\d{1,3})[:.][ \t]+)",
@@ -405,7 +408,7 @@ def unsupported_spans(answer: str, context: str, question: str | None = None, wo
     rule-only reference rows of the evaluation."""
     index = ContextIndex(f"{context}\n{question or ''}", strict=strict)
     spans: list[dict] = []
-    for s, e, f in word_signals(answer, index):
+    for s, e, f in word_signals(answer, index, copy=False):
         if not (f[0] or f[1] or (words and f[2])):
             continue
         if spans and not re.search(r"\w", answer[spans[-1]["end"]:s]) and s - spans[-1]["end"] <= 2:
