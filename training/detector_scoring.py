@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 
@@ -294,6 +294,9 @@ def fit_calibration(records: list[SpanRecord], raw: list[Prediction], settings, 
     """
     if selection not in SELECTIONS:
         raise ValueError(f"calibration.selection: one of {', '.join(SELECTIONS)}, got {selection!r}")
+    # The thresholds are the model's, chosen on its own spans: the exact check's spans (flag_ungrounded) are
+    # added at inference, not traded against a higher threshold (docs/detector.md, "Grounding signals, strict")
+    settings = replace(settings, flag_ungrounded=False)
     table, best_by_mode = [], {}
     # every candidate: (objective, complexity, calibration, its scored items (called for one_se only), table row)
     candidates: list[tuple[float, int, Calibration, Callable[[], list[Scored]], dict]] = []
