@@ -133,3 +133,22 @@ def test_the_calibration_carries_the_span_extension_its_thresholds_were_fitted_w
     assert extension_of(settings, None) == 0.7
     with pytest.raises(ValueError, match="calibration.span_extension"):
         CalibrationConfig(span_extension=0.0).validate()
+
+
+def test_thresholds_are_fitted_on_the_models_own_spans_whatever_the_exact_check_adds():
+    import dataclasses
+
+    from inference.settings import InferenceSettings
+
+    rng = np.random.default_rng(0)
+    recs = [_record(i, i % 2 == 0) for i in range(24)]
+    raw = [_prediction(r, rng) for r in recs]
+    hm = InferenceSettings().hallucination_mitigation.hallucination_model
+    assert hm.flag_ungrounded  # the default
+    without, _, _ = fit_calibration(recs, raw, dataclasses.replace(hm, flag_ungrounded=False), ["max"], ["off"], [0])
+    # every hallucinated answer's gold span as an ungrounded term: were the check's spans seen while fitting,
+    # they would supply the recall, and a higher threshold would win
+    for rec, p in zip(recs, raw):
+        p.scores.ungrounded = [{**sp, "text": rec.answer[sp["start"]:sp["end"]]} for sp in rec.spans]
+    with_check, _, _ = fit_calibration(recs, raw, hm, ["max"], ["off"], [0])
+    assert with_check.threshold == without.threshold
