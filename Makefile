@@ -12,7 +12,9 @@ export HALUGATE_DATA_DIR ?= $(abspath ../shared/data)
 venv: $(STAMP)
 
 $(STAMP): pyproject.toml requirements/constraints.txt
-	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	# A venv whose ensurepip failed (a full disk did that to CI once) has a python but no pip: remove it, say why.
+	test -x $(PY) || $(PYTHON) -m venv $(VENV) || { rm -rf $(VENV); df -h . >&2; \
+		echo "error: '$(PYTHON) -m venv $(VENV)' failed (free disk space above)" >&2; exit 1; }
 	$(PIP) install -q --upgrade pip
 	# torch first, from the local CPU wheel: an unpinned torch would pull GBs of CUDA.
 	$(PIP) install -q torch==2.13.0
