@@ -114,6 +114,33 @@ def test_int8_export_reports_agreement_and_loads(bert_seq_run, tmp_path):
     ORTModelForSequenceClassification.from_pretrained(out, file_name=INT8_FILE)
 
 
+def test_blockwise_int8_quantises_every_weight_matmul_and_stays_close_to_fp32(bert_seq_run, tmp_path):
+    import logging
+
+    import numpy as np
+    import onnxruntime as ort
+
+    from training.onnx_graph import BLOCKWISE_SCHEME, quantize_int8
+
+    out = tmp_path / "export"
+    export(bert_seq_run, out, optimize=False)  # plain graph: every linear layer is a MatMul with a constant weight
+    dst = tmp_path / "blockwise.onnx"
+    level = logging.getLogger().level
+    nodes = [n.name for n in onnx.load(str(out / FP32_FILE)).graph.node if n.op_type == "MatMul"]
+    assert quantize_int8(out / FP32_FILE, dst, BLOCKWISE_SCHEME, keep_fp32=nodes[:1]) == nodes[:1]
+    assert logging.getLogger().level == level  # the quantiser's import-time logging setup is undone
+    ops = [n.op_type for n in onnx.load(str(dst)).graph.node]
+    assert ops.count("MatMulNBits") >= 6 and "MatMulInteger" not in ops and "DynamicQuantizeLinear" not in ops
+    assert nodes[0] in [n.name for n in onnx.load(str(dst)).graph.node]  # kept fp32 as asked
+    feed = {"input_ids": np.array([[2, 15, 27, 9, 3, 0]], np.int64),
+            "attention_mask": np.array([[1, 1, 1, 1, 1, 0]], np.int64)}
+    fp32 = ort.InferenceSession(str(out / FP32_FILE), providers=["CPUExecutionProvider"])
+    feed = {i.name: feed[i.name] if i.name in feed else np.zeros_like(feed["input_ids"]) for i in fp32.get_inputs()}
+    reference = fp32.run(None, feed)[0]
+    blockwise = ort.InferenceSession(str(dst), providers=["CPUExecutionProvider"]).run(None, feed)[0]
+    assert blockwise.shape == reference.shape and np.abs(blockwise - reference).max() < 0.05
+
+
 def test_project_onnx_backend_loads_export(bert_seq_run, tmp_path):
     runners = pytest.importorskip("inference.runners")
     out = tmp_path / "export"
@@ -160,9 +187,9 @@ def test_int8_below_floor_is_refused_but_the_fp32_export_is_written(bert_seq_run
     # every int8 scheme was tried before refusing (more of the graph kept in fp32 each time), then the search
     tried = report["int8_schemes_tried"]
     assert [t["scheme"] for t in tried] == ["all", "embeddings_fp32", "ffn_output_fp32", "ffn_output_embeddings_fp32",
-                                            "ffn_fp32", "ffn_embeddings_fp32", "sensitive_fp32"]
+                                            "ffn_fp32", "ffn_embeddings_fp32", "blockwise_int8", "sensitive_fp32"]
     assert tried[0]["fp32_nodes"] < tried[2]["fp32_nodes"] < tried[4]["fp32_nodes"] and not any(t["passed"] for t in tried)
-    assert [t["embeddings_fp32"] for t in tried[:6]] == [False, True] * 3
+    assert [t["embeddings_fp32"] for t in tried[:7]] == [False, True] * 3 + [True]
     # four test records: none left over for a separate selection set, and the report says so; the search,
     # which fits the inputs it stops on, is then not run
     assert report["int8_selection"] == {"source": report["inputs"]["source"], "n_examples": 4,
