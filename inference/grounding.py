@@ -89,6 +89,38 @@ US_STATES = {"AL": "Alabama", "AK": "Alaska", "AZ": "Arizona", "AR": "Arkansas",
              "SD": "South Dakota", "TN": "Tennessee", "TX": "Texas", "UT": "Utah", "VT": "Vermont",
              "VA": "Virginia", "WA": "Washington", "WV": "West Virginia", "WI": "Wisconsin", "WY": "Wyoming"}
 _STATE_CODE = re.compile(r"\b(" + "|".join(US_STATES) + r")\b")
+# Other spellings of the same claim that the strict rules accept (session 29, from the usual ways of writing
+# numbers, units and countries, not from any data set's errors; tests/test_grounding.py has the hand cases):
+# a scale word or suffix after a number states the product ("2.5 million", "$2.5m", "3.4bn" = 2,500,000 /
+# 3,400,000,000); "twenty-five" = 25; "1.500" may be the European 1,500; "30°C" = "30 degrees Celsius"; and one
+# country's names and demonyms ("UK", "United Kingdom", "Britain", "British").
+_SCALE_WORDS = {"thousand": 1e3, "million": 1e6, "billion": 1e9, "trillion": 1e12}
+_SCALED_IN_TEXT = re.compile(r"(?<![\w.])(\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?)\s*"
+                             r"(thousand|million|billion|trillion|bn|mn|m|k)\b", re.IGNORECASE)
+_SCALE_SUFFIXES = {"k": 1e3, "m": 1e6, "mn": 1e6, "bn": 1e9}
+_DOTTED_THOUSANDS = re.compile(r"(?<![\w.,])\d{1,3}(?:\.\d{3})+(?![.,]?\d)")
+_TENS = {"twenty": 20, "thirty": 30, "forty": 40, "fifty": 50, "sixty": 60, "seventy": 70, "eighty": 80, "ninety": 90}
+_COMPOUND = re.compile(r"\b(" + "|".join(_TENS) + r")[- ](one|two|three|four|five|six|seven|eight|nine)\b",
+                       re.IGNORECASE)
+_DEGREES = re.compile(r"°\s*([CF])\b")
+_COUNTRY_CODES = re.compile(r"(?<![\w.])(US|U\.S\.|USA|U\.S\.A\.|UK|U\.K\.|UAE|EU)(?![\w])")
+_COUNTRIES = [  # names and demonyms of one country; a code above counts as its group's first name
+    ("united states", "us", "usa", "america", "american", "americans"),
+    ("united kingdom", "uk", "britain", "great britain", "british"),
+    ("united arab emirates", "uae", "emirati"), ("european union", "eu"),
+    ("netherlands", "holland", "dutch"), ("france", "french"), ("germany", "german"), ("spain", "spanish"),
+    ("italy", "italian"), ("china", "chinese"), ("japan", "japanese"), ("switzerland", "swiss"),
+    ("sweden", "swedish"), ("denmark", "danish"), ("norway", "norwegian"), ("finland", "finnish"),
+    ("poland", "polish"), ("portugal", "portuguese"), ("greece", "greek"), ("turkey", "turkish"),
+    ("ireland", "irish"), ("scotland", "scottish"), ("wales", "welsh"), ("england", "english"),
+    ("canada", "canadian"), ("mexico", "mexican"), ("brazil", "brazilian"), ("egypt", "egyptian"),
+    ("peru", "peruvian"), ("argentina", "argentine", "argentinian"), ("thailand", "thai"),
+    ("vietnam", "vietnamese"), ("philippines", "filipino", "philippine"), ("israel", "israeli"),
+    ("pakistan", "pakistani"), ("iraq", "iraqi"), ("iran", "iranian"), ("afghanistan", "afghan"),
+    ("belgium", "belgian"), ("ukraine", "ukrainian"), ("hungary", "hungarian"), ("czechia", "czech republic", "czech"),
+    ("saudi arabia", "saudi"), ("new zealand", "new zealander"), ("lebanon", "lebanese"), ("nepal", "nepalese", "nepali"),
+]
+_CODE_GROUP = {"US": 0, "U.S.": 0, "USA": 0, "U.S.A.": 0, "UK": 1, "U.K.": 1, "UAE": 2, "EU": 3}
 _CAMEL_WORD = re.compile(r"\b[A-Za-z]*[a-z][A-Z][A-Za-z]*\b")  # RestaurantsTakeOut, OutdoorSeating
 
 _WORDS_PLAIN = re.compile(r"\w+")
@@ -174,6 +206,7 @@ class ContextIndex:
                 pieces += parts + [a + b for a, b in pairwise(parts)]
             for m in _STATE_CODE.finditer(text):  # "state": "CA" -> california
                 pieces += US_STATES[m.group()].lower().split()
+            pieces += _other_names(text)
         self.words = set(words) | set(pieces) | set(joined)
         self.stems = {_stem(w) for w in self.words}
         self.numbers: set[float] = set()
@@ -193,6 +226,8 @@ class ContextIndex:
             hour = int(m.group(1))
             if 1 <= hour <= 11:
                 self.numbers.add(float(hour + 12))
+        if strict:
+            self.numbers |= _other_values(text)
         self.falsy = falsy_field_stems(text)
         self._sequence = words  # for the copy signals' word n-grams, built on first use
 
@@ -234,18 +269,51 @@ class ContextIndex:
         return len(w) > 5 and ((w.endswith("n") and w[:-1] in self.words) or (w.endswith("an") and w[:-2] in self.words))
 
 
+def _other_names(text: str) -> list[str]:
+    """Words the strict index adds for what `text` names in another way: "Celsius" for "°C", and every name and
+    demonym of a country it names (`_COUNTRIES`)."""
+    lowered = text.lower()
+    groups = {_CODE_GROUP[m.group(1)] for m in _COUNTRY_CODES.finditer(text)}
+    groups |= {i for i, names in enumerate(_COUNTRIES)
+               if any(re.search(rf"\b{re.escape(n)}\b", lowered) for n in names if len(n) > 3)}
+    out = [w for i in groups for n in _COUNTRIES[i] for w in n.split()]
+    for m in _DEGREES.finditer(text):
+        out += ["degrees", "celsius" if m.group(1) == "C" else "fahrenheit"]
+    out += [u for name, u in (("celsius", "c"), ("fahrenheit", "f")) if name in lowered]
+    return out
+
+
+def _other_values(text: str) -> set[float]:
+    """Values the strict index adds: scaled numbers ("2.5 million", "$3.4m"), compound number words
+    ("twenty-five") and dotted thousands ("1.500" as 1500)."""
+    values = set()
+    for m in _SCALED_IN_TEXT.finditer(text):
+        v = parse_number(m.group(1))
+        scale = m.group(2).lower()
+        if v is not None:
+            values.add(v * _SCALE_WORDS.get(scale, _SCALE_SUFFIXES.get(scale, 1.0)))
+    for m in _COMPOUND.finditer(text):
+        values.add(float(_TENS[m.group(1).lower()] + _NUMBER_WORDS[m.group(2).lower()]))
+    for m in _DOTTED_THOUSANDS.finditer(text):
+        values.add(float(m.group().replace(".", "")))
+    return values
+
+
 def _claim_layout(answer: str, sentence_starts: set[int]) -> tuple[set[int], dict[int, float]]:
     """The strict rules' reading of the answer's layout: the starts of numbered list markers ("6. Place ..."),
-    and the values of "three and a half" (at "three" and at "half": 3.5). Adds the word after a list marker or a
-    heading's colon to `sentence_starts` (a capital there is no name)."""
+    and the values of words that say one number together: "three and a half" (at "three" and at "half": 3.5),
+    "twenty-five" / "twenty five" (25 at each word). Adds the word after a list marker or a heading's colon to
+    `sentence_starts` (a capital there is no name)."""
     markers = {m.start(g) for m in _LIST_MARKER.finditer(answer) for g in (1, 2) if m.group(g)}
     sentence_starts |= {m.end() for m in _LIST_MARKER.finditer(answer)} | {m.end() for m in _HEADING.finditer(answer)}
-    halves = {}
+    values = {}
+    for m in _COMPOUND.finditer(answer):
+        values[m.start(1)] = values[m.start(2)] = float(_TENS[m.group(1).lower()] + _NUMBER_WORDS[m.group(2).lower()])
     for m in _HALF.finditer(answer):
         whole = parse_number(m.group(1))
         if whole is not None:
-            halves[m.start(1)] = halves[m.end() - 4] = whole + 0.5
-    return markers, halves
+            values[m.start(1)] = values[m.end() - 4] = whole + 0.5
+    return markers, values
 
 
 def _no_claim(answer: str, start: int, end: int, value: float, next_word: str, index: ContextIndex) -> bool:
@@ -263,13 +331,14 @@ def word_signals(answer: str, index: ContextIndex, copy: bool = True) -> list[tu
     out: list[tuple[int, int, np.ndarray]] = []
     sentence_starts = {m.start() + len(m.group()) - len(m.group().lstrip()) for m in _SENT.finditer(answer)}
     strict = index.strict
-    markers, halves = (_claim_layout(answer, sentence_starts) if strict else (set(), {}))
+    markers, said = (_claim_layout(answer, sentence_starts) if strict else (set(), {}))
     prev_number: bool | None = None  # None: the previous word is no number; else whether it is unsupported
     for i, (s, e, w) in enumerate(words):
         f = np.zeros(len(FEATURES), dtype=np.float32)
         lw = w.lower()
+        scale_of_previous = strict and prev_number is not None and lw in _SCALE_WORDS  # "2.5 million"
         if strict:
-            value = None if lw in _ORDINALS or lw in STOPWORDS else halves.get(s, parse_number(w))
+            value = None if lw in _ORDINALS or lw in STOPWORDS or scale_of_previous else said.get(s, parse_number(w))
         else:
             value = None if lw in STOPWORDS and lw != "one" else parse_number(w)
         if lw in STOPWORDS or s in markers:
@@ -278,6 +347,8 @@ def word_signals(answer: str, index: ContextIndex, copy: bool = True) -> list[tu
             value = None
         elif value is not None:
             after = words[i + 1][2].lower() if i + 1 < len(words) else ""
+            if strict and after in _SCALE_WORDS and lw not in _SCALE_WORDS:
+                value *= _SCALE_WORDS[after]  # the claim is the product: checked against the context's values
             f[0] = float(not (index.has_number(value) or (strict and _no_claim(answer, s, e, value, after, index))))
         elif strict and prev_number is not None and lw in _SELF_COUNT:
             f[3] = 1.0  # "108 words": about the answer's own text
@@ -290,7 +361,8 @@ def word_signals(answer: str, index: ContextIndex, copy: bool = True) -> list[tu
                 f[1] = float(absent)
             if index.falsy and _stem(lw) in index.falsy and not _negated(answer, s, sentence_starts):
                 f[5] = 1.0
-        prev_number = bool(f[0]) if value is not None else None
+        if not scale_of_previous:  # "2.5 million dollars": the unit after the scale word is still the number's
+            prev_number = bool(f[0]) if value is not None else None
         out.append((s, e, f))
     # sentence-level share of unsupported content words, and the sentence's place in the answer
     for n, m in enumerate(_SENT.finditer(answer)):

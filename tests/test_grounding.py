@@ -79,6 +79,33 @@ def test_names_in_other_spellings_and_capitals_after_list_markers_are_no_unsuppo
     assert _texts(answer, context) == []
 
 
+@pytest.mark.parametrize(("answer", "context", "flagged"), [
+    # a scale word or suffix states the product, whichever way either side writes it
+    ("Revenue was $2.5 million.", "Revenue was $2,500,000.", []),
+    ("About 1,200,000 people live there.", "The population is 1.2 million.", []),
+    ("The population was 3.4 million in 2020.", "The population was 3.4m in 2020.", []),
+    ("Revenue was 2.5 million dollars.", "Revenue was $2.5 million.", []),
+    ("Revenue was $2.5 billion.", "Revenue was $2.5 million.", ["2.5 billion"]),  # the scale is the claim
+    ("About 12 million people live there.", "The population is 1.2 million.", ["12 million people"]),
+    # compound number words, dotted thousands, degrees
+    ("She won 25 awards.", "She won twenty-five awards.", []),
+    ("She won thirty-five awards.", "She won 25 awards.", ["thirty-five"]),
+    ("She won thirty five awards.", "She won 35 awards.", []),
+    ("The company has 1,500 employees.", "The company has 1.500 employees.", []),
+    ("The company has 2,500 employees.", "The company has 1.500 employees.", ["2,500"]),
+    ("Temperatures reach 30 degrees Celsius.", "Temperatures reach 30°C.", []),
+    ("Temperatures reach 40 degrees Celsius.", "Temperatures reach 30°C.", ["40 degrees"]),
+    # a country's names and demonyms; a pronoun "us" is no country
+    ("The firm is based in the United Kingdom.", "The firm is based in the UK.", []),
+    ("The firm is British.", "The firm is based in the United Kingdom.", []),
+    ("A Canadian court ruled.", "A court in Canada ruled.", []),
+    ("The firm is French.", "The firm is based in the UK.", ["French"]),
+    ("The firm is American.", "Contact us for details.", ["American"]),
+])
+def test_other_spellings_of_numbers_units_and_countries(answer, context, flagged):
+    assert _texts(answer, context) == flagged
+
+
 def test_a_state_code_only_counts_as_its_state_in_capitals():
     assert _texts("It is in California.", "It is ca. 20 miles away.") == ["California"]
 
