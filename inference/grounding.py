@@ -121,6 +121,19 @@ _COUNTRIES = [  # names and demonyms of one country; a code above counts as its 
     ("saudi arabia", "saudi"), ("new zealand", "new zealander"), ("lebanon", "lebanese"), ("nepal", "nepalese", "nepali"),
 ]
 _CODE_GROUP = {"US": 0, "U.S.": 0, "USA": 0, "U.S.A.": 0, "UK": 1, "U.K.": 1, "UAE": 2, "EU": 3}
+# Dates: a month or weekday by any of its names ("Sept." = "September"), and a numeric date's month ("1889-03-31",
+# "31/03/1889", "03/31/1889": a part up to 12 may be the month either way round) = the month's name. "May" is a
+# stopword, so in an answer it counts as the month only capitalised and next to a number ("31 May 1889").
+_MONTH_NAMES = ["january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
+                "november", "december"]
+_MONTHS = {name: i + 1 for i, name in enumerate(_MONTH_NAMES)}
+_MONTHS.update({"jan": 1, "feb": 2, "mar": 3, "apr": 4, "jun": 6, "jul": 7, "aug": 8, "sep": 9, "sept": 9, "oct": 10,
+                "nov": 11, "dec": 12})
+_WEEKDAY_NAMES = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
+_WEEKDAYS = {name: i for i, name in enumerate(_WEEKDAY_NAMES)}
+_WEEKDAYS.update({"mon": 0, "tue": 1, "tues": 1, "wed": 2, "thu": 3, "thur": 3, "thurs": 3, "fri": 4, "sat": 5,
+                  "sun": 6})
+_NUMERIC_DATE = re.compile(r"(?<![\w/.-])(?:(\d{4})-(\d{1,2})-(\d{1,2})|(\d{1,2})([/.])(\d{1,2})\5(\d{4}|\d{2}))(?![\w/-]|\.\d)")
 _CAMEL_WORD = re.compile(r"\b[A-Za-z]*[a-z][A-Z][A-Za-z]*\b")  # RestaurantsTakeOut, OutdoorSeating
 
 _WORDS_PLAIN = re.compile(r"\w+")
@@ -190,7 +203,8 @@ class ContextIndex:
     `strict`: the rules of the exact check (`unsupported_spans`: the terms an explanation names, and the spans
     flagged whatever the model says): only an answer's claims about the world count, against every spelling of
     the context (no list markers, counts of the answer's own text, rating scales or ordinals; 12-hour clock
-    times, state codes, camel-case field names, dotless acronyms, plurals and demonyms). The combiner's token
+    times, state codes, camel-case field names, dotless acronyms, plurals and demonyms; scaled numbers, number
+    words, dotted thousands, degrees, country names and codes, numeric and abbreviated dates). The combiner's token
     features keep the looser rules it was measured best with (strict features: -2.1 span F1 under the
     cross-fold calibration; docs/detector.md "Grounding signals, strict")."""
 
@@ -207,6 +221,8 @@ class ContextIndex:
             for m in _STATE_CODE.finditer(text):  # "state": "CA" -> california
                 pieces += US_STATES[m.group()].lower().split()
             pieces += _other_names(text)
+        self.months, self.weekdays, date_names, date_numbers = _dates(text) if strict else (set(), set(), [], set())
+        pieces += date_names
         self.words = set(words) | set(pieces) | set(joined)
         self.stems = {_stem(w) for w in self.words}
         self.numbers: set[float] = set()
@@ -227,7 +243,7 @@ class ContextIndex:
             if 1 <= hour <= 11:
                 self.numbers.add(float(hour + 12))
         if strict:
-            self.numbers |= _other_values(text)
+            self.numbers |= _other_values(text) | date_numbers
         self.falsy = falsy_field_stems(text)
         self._sequence = words  # for the copy signals' word n-grams, built on first use
 
@@ -283,6 +299,26 @@ def _other_names(text: str) -> list[str]:
     return out
 
 
+def _dates(text: str) -> tuple[set[int], set[int], list[str], set[float]]:
+    """(months, weekdays, their names in every spelling, the numbers of numeric dates) that `text` states."""
+    months: set[int] = set()
+    weekdays: set[int] = set()
+    for m in re.finditer(r"[A-Za-z]+", text):
+        w = m.group().lower()
+        if w in _MONTHS and (w != "may" or m.group() == "May"):
+            months.add(_MONTHS[w])
+        elif w in _WEEKDAYS and (w in _WEEKDAY_NAMES or m.group()[:1].isupper()):  # "sat" the verb is no day
+            weekdays.add(_WEEKDAYS[w])
+    numbers: set[float] = set()
+    for m in _NUMERIC_DATE.finditer(text):
+        parts = [int(g) for g in m.group(1, 2, 3, 4, 6, 7) if g and g not in "/."]
+        numbers.update(float(p) for p in parts)
+        candidates = [parts[1]] if m.group(1) else parts[:2]
+        months.update(p for p in candidates if 1 <= p <= 12)
+    names = [n for n, i in _MONTHS.items() if i in months] + [n for n, i in _WEEKDAYS.items() if i in weekdays]
+    return months, weekdays, names, numbers
+
+
 def _other_values(text: str) -> set[float]:
     """Values the strict index adds: scaled numbers ("2.5 million", "$3.4m"), compound number words
     ("twenty-five") and dotted thousands ("1.500" as 1500)."""
@@ -332,6 +368,8 @@ def word_signals(answer: str, index: ContextIndex, copy: bool = True) -> list[tu
     sentence_starts = {m.start() + len(m.group()) - len(m.group().lstrip()) for m in _SENT.finditer(answer)}
     strict = index.strict
     markers, said = (_claim_layout(answer, sentence_starts) if strict else (set(), {}))
+    date_months = {m.start(g) for m in _NUMERIC_DATE.finditer(answer) for g in ((2,) if m.group(1) else (4, 6))
+                   } if strict else set()  # the parts of a numeric date that may be its month
     prev_number: bool | None = None  # None: the previous word is no number; else whether it is unsupported
     for i, (s, e, w) in enumerate(words):
         f = np.zeros(len(FEATURES), dtype=np.float32)
@@ -349,7 +387,11 @@ def word_signals(answer: str, index: ContextIndex, copy: bool = True) -> list[tu
             after = words[i + 1][2].lower() if i + 1 < len(words) else ""
             if strict and after in _SCALE_WORDS and lw not in _SCALE_WORDS:
                 value *= _SCALE_WORDS[after]  # the claim is the product: checked against the context's values
-            f[0] = float(not (index.has_number(value) or (strict and _no_claim(answer, s, e, value, after, index))))
+            f[0] = float(not (index.has_number(value) or (strict and _no_claim(answer, s, e, value, after, index))
+                              or (s in date_months and value in index.months)))
+        elif strict and (day := _calendar_word(words, i, sentence_starts)) is not None:
+            # a month or weekday is named even at a sentence's start ("May 5 is ..."), against the context's dates
+            f[1] = f[2] = float(day not in (index.months if lw in _MONTHS else index.weekdays))
         elif strict and prev_number is not None and lw in _SELF_COUNT:
             f[3] = 1.0  # "108 words": about the answer's own text
         elif prev_number is not None and (lw in _UNITS or (strict and lw == "pm")):
@@ -397,6 +439,22 @@ def _copy_signals(answer: str, lowered: list[str], out: list[tuple[int, int, np.
         if prev is not None:
             f[8] = float((prev, w) not in index.content_pairs)
         prev = w
+
+
+def _calendar_word(words: list[tuple[int, int, str]], i: int, sentence_starts: set[int]) -> int | None:
+    """The month (1-12) or weekday (0-6) that answer word i names, if it surely names one: capitalised, and
+    beside a number; else a month's full name inside a sentence ("May" and "March" only beside a number: "May I",
+    "March on") or a weekday's full name."""
+    s, _, w = words[i]
+    lw = w.lower()
+    if not w[:1].isupper() or (lw not in _MONTHS and lw not in _WEEKDAYS):
+        return None
+    beside_number = any(0 <= j < len(words) and words[j][2][:1].isdigit() for j in (i - 1, i + 1))
+    if beside_number:
+        return _MONTHS.get(lw, _WEEKDAYS.get(lw))
+    if lw in _MONTH_NAMES:  # an abbreviation alone may be a word or a name ("Jan", "Sun", "Wed")
+        return _MONTHS[lw] if lw not in ("may", "march") and s not in sentence_starts else None
+    return _WEEKDAYS[lw] if lw in _WEEKDAY_NAMES else None
 
 
 def _negated(answer: str, start: int, sentence_starts: set[int], window: int = 5) -> bool:

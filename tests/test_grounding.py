@@ -101,6 +101,17 @@ def test_names_in_other_spellings_and_capitals_after_list_markers_are_no_unsuppo
     ("A Canadian court ruled.", "A court in Canada ruled.", []),
     ("The firm is French.", "The firm is based in the UK.", ["French"]),
     ("The firm is American.", "Contact us for details.", ["American"]),
+    # dates: numeric dates either way round, abbreviated months and weekdays; "May" the month, not the verb
+    ("It was released on March 31, 1889.", "Released on 1889-03-31.", []),
+    ("It was released on 31 March 1889.", "Released on 31.03.1889.", []),
+    ("It was released on 03/31/1889.", "It was released on 31 March 1889.", []),
+    ("It was released on September 5, 2001.", "Released on Sept. 5, 2001.", []),
+    ("The event is on Mon.", "The event is on Monday.", []),
+    ("It was released on April 30, 1889.", "Released on 1889-03-31.", ["April 30"]),
+    ("It was released on 31 May 1889.", "Released on 31/03/1889.", ["May"]),
+    ("May 5 is the date.", "The date is 5 June.", ["May"]),
+    ("Prices may rise by 5 percent. The Sun rose.", "Prices could rise by 5 percent. The sun rose.", []),
+    ("It opens Wed 5 June.", "It opens Thursday, June 5.", ["Wed"]),
 ])
 def test_other_spellings_of_numbers_units_and_countries(answer, context, flagged):
     assert _texts(answer, context) == flagged
