@@ -200,7 +200,7 @@ def write_report(path: Path, result: dict) -> None:
         "| | example P | example R | example F1 | span P | span R | span F1 | token P | token R | token F1 |",
         "|---|---|---|---|---|---|---|---|---|---|",
         *[_row(k, v) for k, v in rows.items()], "",
-        "Example-level AUROC of the per-answer score (highest token probability): " + ", ".join(
+        "Example-level AUROC of the per-answer score (hallucination_score: highest token probability + 0.1 per ungrounded term): " + ", ".join(
             f"{k} {v:.3f}" if v is not None else f"{k} -" for k, v in result["auroc"].items()), "",
         "## By task type (F1, %: example / span / token)", "", *_task_table(rows, tasks, n_of), "",
         "## Published RAGTruth figures (full test split; quoted, not computed here)", "",
