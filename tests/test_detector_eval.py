@@ -145,3 +145,14 @@ def test_ungrounded_terms_are_spans_below_the_threshold_unless_switched_off():
     assert [(s["text"], round(s["confidence"], 2)) for s in spans] == [("1950", 0.1), ("500", 0.9)]
     settings.flag_ungrounded = False
     assert [s["text"] for s in scores_to_spans(answer, scores, settings, threshold=0.5)] == ["500"]
+
+
+def test_the_example_score_counts_the_terms_the_context_lacks_up_to_three():
+    offsets = [(0, 3), (4, 8)]
+    probs = np.array([0.2, 0.45])
+    terms = [{"start": 0, "end": 3, "text": "x"}] * 5
+    assert DetectorScores(offsets, probs, probs).score == pytest.approx(0.45)
+    assert DetectorScores(offsets, probs, probs, ungrounded=terms[:2]).score == pytest.approx(0.65)
+    assert DetectorScores(offsets, probs, probs, ungrounded=terms).score == pytest.approx(0.75)  # at most three
+    assert DetectorScores(offsets, probs * 2, probs * 2, ungrounded=terms).score == 1.0  # capped: a probability scale
+    assert DetectorScores([], np.zeros(0), np.zeros(0)).score == 0.0
