@@ -121,6 +121,16 @@ _COUNTRIES = [  # names and demonyms of one country; a code above counts as its 
     ("saudi arabia", "saudi"), ("new zealand", "new zealander"), ("lebanon", "lebanese"), ("nepal", "nepalese", "nepali"),
 ]
 _CODE_GROUP = {"US": 0, "U.S.": 0, "USA": 0, "U.S.A.": 0, "UK": 1, "U.K.": 1, "UAE": 2, "EU": 3}
+# Abbreviations of addresses, titles and a few common words: one group, one name ("Hollister Ave" = "Hollister
+# Avenue", "Rep." = "Representative", "N Fairview" = "North Fairview").
+_ABBREVIATIONS = [("avenue", "ave"), ("street", "st"), ("boulevard", "blvd"), ("road", "rd"), ("drive", "dr"),
+                  ("lane", "ln"), ("highway", "hwy"), ("parkway", "pkwy"), ("court", "ct"), ("place", "pl"),
+                  ("square", "sq"), ("suite", "ste"), ("mount", "mt"), ("fort", "ft"), ("saint", "st"),
+                  ("representative", "rep"), ("senator", "sen"), ("governor", "gov"), ("president", "pres"),
+                  ("doctor", "dr"), ("professor", "prof"), ("general", "gen"), ("captain", "capt"),
+                  ("television", "tv"), ("north", "n"), ("south", "s"), ("east", "e"), ("west", "w")]
+_COMPASS = re.compile(r"\b([NSEW])\.?\s+(?=[A-Z][a-z])")  # "N Fairview Ave": a one-letter word is a direction here
+_JSON_OBJECT = re.compile(r"[{,]\s*\"[^\"]{1,60}\"\s*:")  # the context holds JSON: "JSON" names its format
 # Dates: a month or weekday by any of its names ("Sept." = "September"), and a numeric date's month ("1889-03-31",
 # "31/03/1889", "03/31/1889": a part up to 12 may be the month either way round) = the month's name. "May" is a
 # stopword, so in an answer it counts as the month only capitalised and next to a number ("31 May 1889").
@@ -282,6 +292,10 @@ class ContextIndex:
         plural = w.endswith("s") and (word[:-1].isupper() or len(w) > 4)
         if bare in self.words or (plural and w[:-1] in self.words):
             return True
+        if self.strict and (w.endswith("ern") and w[:-3] in self.words):  # "Eastern" against "East"
+            return True
+        if self.strict and len(w) > 4 and w.endswith("an") and w[:-1] + "s" in self.words:  # "Texan" / "Texas"
+            return True
         return len(w) > 5 and ((w.endswith("n") and w[:-1] in self.words) or (w.endswith("an") and w[:-2] in self.words))
 
 
@@ -296,6 +310,11 @@ def _other_names(text: str) -> list[str]:
     for m in _DEGREES.finditer(text):
         out += ["degrees", "celsius" if m.group(1) == "C" else "fahrenheit"]
     out += [u for name, u in (("celsius", "c"), ("fahrenheit", "f")) if name in lowered]
+    words = set(re.findall(r"[a-z]+", lowered))
+    out += [w for group in _ABBREVIATIONS if any(len(g) > 1 and g in words for g in group) for w in group]
+    out += [{"N": "north", "S": "south", "E": "east", "W": "west"}[m.group(1)] for m in _COMPASS.finditer(text)]
+    if _JSON_OBJECT.search(text):
+        out.append("json")
     return out
 
 
@@ -365,9 +384,12 @@ def word_signals(answer: str, index: ContextIndex, copy: bool = True) -> list[tu
     """(start, end, feature vector) for each word of the answer; `copy=False` leaves the COPY_FEATURES at 0."""
     words = [(m.start(), m.end(), m.group()) for m in _WORD.finditer(answer)]
     out: list[tuple[int, int, np.ndarray]] = []
-    sentence_starts = {m.start() + len(m.group()) - len(m.group().lstrip()) for m in _SENT.finditer(answer)}
     strict = index.strict
+    # strict: a sentence starts after the quote or bracket that closed the last one ('... "the bomb!!" Another')
+    lead = " \t\n\"'”’)]" if strict else None
+    sentence_starts = {m.start() + len(m.group()) - len(m.group().lstrip(lead)) for m in _SENT.finditer(answer)}
     markers, said = (_claim_layout(answer, sentence_starts) if strict else (set(), {}))
+    defined = _defined_acronyms(answer) if strict else set()
     date_months = {m.start(g) for m in _NUMERIC_DATE.finditer(answer) for g in ((2,) if m.group(1) else (4, 6))
                    } if strict else set()  # the parts of a numeric date that may be its month
     prev_number: bool | None = None  # None: the previous word is no number; else whether it is unsupported
@@ -400,7 +422,7 @@ def word_signals(answer: str, index: ContextIndex, copy: bool = True) -> list[tu
             absent = not index.has_word(w)
             f[2] = float(absent)
             if w[:1].isupper() and s not in sentence_starts:  # sentence-initial capitals are not names
-                f[1] = float(absent)
+                f[1] = float(absent and not (strict and (_name_parts_present(w, index) or s in defined)))
             if index.falsy and _stem(lw) in index.falsy and not _negated(answer, s, sentence_starts):
                 f[5] = 1.0
         if not scale_of_previous:  # "2.5 million dollars": the unit after the scale word is still the number's
@@ -439,6 +461,26 @@ def _copy_signals(answer: str, lowered: list[str], out: list[tuple[int, int, np.
         if prev is not None:
             f[8] = float((prev, w) not in index.content_pairs)
         prev = w
+
+
+def _name_parts_present(word: str, index: ContextIndex) -> bool:
+    """A hyphenated word whose capitalised parts the context has: "American-style" names "American" only."""
+    parts = re.split(r"[-’']", word)
+    names = [p for p in parts if p[:1].isupper()]
+    return len(parts) > 1 and len(names) < len(parts) and all(index.has_word(p) for p in names)
+
+
+def _defined_acronyms(answer: str) -> set[int]:
+    """Starts of acronyms the answer defines itself, in brackets after their words ("American Pharmacists
+    Association (APhA)"): the words are the claim, checked on their own."""
+    out = set()
+    for m in re.finditer(r"\(([A-Z][A-Za-z&]{1,9})\)", answer):
+        capitals = [c for c in m.group(1) if c.isupper()]
+        before = re.findall(r"[A-Za-z][\w-]*", answer[max(0, m.start() - 120):m.start()])
+        initials = [w[0] for w in before if w[:1].isupper()][-len(capitals):]
+        if len(capitals) >= 2 and initials == capitals:
+            out.add(m.start(1))
+    return out
 
 
 def _calendar_word(words: list[tuple[int, int, str]], i: int, sentence_starts: set[int]) -> int | None:

@@ -112,6 +112,21 @@ def test_names_in_other_spellings_and_capitals_after_list_markers_are_no_unsuppo
     ("May 5 is the date.", "The date is 5 June.", ["May"]),
     ("Prices may rise by 5 percent. The Sun rose.", "Prices could rise by 5 percent. The sun rose.", []),
     ("It opens Wed 5 June.", "It opens Thursday, June 5.", ["Wed"]),
+    # addresses, titles, compass points, hyphenated names, derived names, the context's own format
+    ("It is on Hollister Avenue.", '{"address": "5650 Hollister Ave"}', []),
+    ("It is on North Fairview Avenue.", '{"address": "N Fairview Ave"}', []),
+    ("It is on South Fairview Avenue.", '{"address": "N Fairview Ave"}', ["South"]),
+    ("Critics named Rep. Santos.", "Representative George Santos spoke.", []),
+    ("It is an American-style diner.", '{"categories": "American (New), Diners"}', []),
+    ("It is a Mexican-style diner.", '{"categories": "American (New), Diners"}', ["Mexican-style"]),
+    ("Soldiers from Texan bases left.", "Soldiers left bases in Texas.", []),
+    ("It serves Eastern food.", "It serves food from the East.", []),
+    ("The data in JSON format says it opens at 9.", '{"hours": "9-17"}', []),
+    ("The data in JSON format says it opens at 9.", "Hours: 9-17", ["JSON"]),
+    # a closing quote ends a sentence; an acronym the answer defines after its words is no new name
+    ('One said it was "the bomb!!" Another liked it.', "One said it was the bomb. A second liked it.", []),
+    ("The American Pharmacists Association (APhA) voted.", "The American Pharmacists Association voted.", []),
+    ("The American Pharmacists Association (AMA) voted.", "The American Pharmacists Association voted.", ["AMA"]),
 ])
 def test_other_spellings_of_numbers_units_and_countries(answer, context, flagged):
     assert _texts(answer, context) == flagged
