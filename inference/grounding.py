@@ -230,8 +230,9 @@ class ContextIndex:
                 pieces += parts + [a + b for a, b in pairwise(parts)]
             for m in _STATE_CODE.finditer(text):  # "state": "CA" -> california
                 pieces += US_STATES[m.group()].lower().split()
-            pieces += _other_names(text)
-        self.months, self.weekdays, date_names, date_numbers = _dates(text) if strict else (set(), set(), [], set())
+            alpha = set(re.findall(r"[A-Za-z]+", text))  # the distinct letter runs, shared by the two lookups
+            pieces += _other_names(text, alpha)
+        self.months, self.weekdays, date_names, date_numbers = _dates(text, alpha) if strict else (set(), set(), [], set())
         pieces += date_names
         self.words = set(words) | set(pieces) | set(joined)
         self.stems = {_stem(w) for w in self.words}
@@ -253,7 +254,7 @@ class ContextIndex:
             if 1 <= hour <= 11:
                 self.numbers.add(float(hour + 12))
         if strict:
-            self.numbers |= _other_values(text) | date_numbers
+            self.numbers |= _other_values(text, {w.lower() for w in alpha}) | date_numbers
         self.falsy = falsy_field_stems(text)
         self._sequence = words  # for the copy signals' word n-grams, built on first use
 
@@ -299,18 +300,19 @@ class ContextIndex:
         return len(w) > 5 and ((w.endswith("n") and w[:-1] in self.words) or (w.endswith("an") and w[:-2] in self.words))
 
 
-def _other_names(text: str) -> list[str]:
+def _other_names(text: str, alpha: set[str]) -> list[str]:
     """Words the strict index adds for what `text` names in another way: "Celsius" for "°C", and every name and
     demonym of a country it names (`_COUNTRIES`)."""
     lowered = text.lower()
+    words = {w.lower() for w in alpha}  # a name of several words is then looked up as a phrase
     groups = {_CODE_GROUP[m.group(1)] for m in _COUNTRY_CODES.finditer(text)}
     groups |= {i for i, names in enumerate(_COUNTRIES)
-               if any(re.search(rf"\b{re.escape(n)}\b", lowered) for n in names if len(n) > 3)}
+               if any(len(n) > 3 and all(w in words for w in n.split())
+                      and (" " not in n or re.search(rf"\b{re.escape(n)}\b", lowered)) for n in names)}
     out = [w for i in groups for n in _COUNTRIES[i] for w in n.split()]
     for m in _DEGREES.finditer(text):
         out += ["degrees", "celsius" if m.group(1) == "C" else "fahrenheit"]
-    out += [u for name, u in (("celsius", "c"), ("fahrenheit", "f")) if name in lowered]
-    words = set(re.findall(r"[a-z]+", lowered))
+    out += [u for name, u in (("celsius", "c"), ("fahrenheit", "f")) if name in words]
     out += [w for group in _ABBREVIATIONS if any(len(g) > 1 and g in words for g in group) for w in group]
     out += [{"N": "north", "S": "south", "E": "east", "W": "west"}[m.group(1)] for m in _COMPASS.finditer(text)]
     if _JSON_OBJECT.search(text):
@@ -318,15 +320,15 @@ def _other_names(text: str) -> list[str]:
     return out
 
 
-def _dates(text: str) -> tuple[set[int], set[int], list[str], set[float]]:
+def _dates(text: str, alpha: set[str]) -> tuple[set[int], set[int], list[str], set[float]]:
     """(months, weekdays, their names in every spelling, the numbers of numeric dates) that `text` states."""
     months: set[int] = set()
     weekdays: set[int] = set()
-    for m in re.finditer(r"[A-Za-z]+", text):
-        w = m.group().lower()
-        if w in _MONTHS and (w != "may" or m.group() == "May"):
+    for word in alpha:  # each distinct spelling once
+        w = word.lower()
+        if w in _MONTHS and (w != "may" or word == "May"):
             months.add(_MONTHS[w])
-        elif w in _WEEKDAYS and (w in _WEEKDAY_NAMES or m.group()[:1].isupper()):  # "sat" the verb is no day
+        elif w in _WEEKDAYS and (w in _WEEKDAY_NAMES or word[:1].isupper()):  # "sat" the verb is no day
             weekdays.add(_WEEKDAYS[w])
     numbers: set[float] = set()
     for m in _NUMERIC_DATE.finditer(text):
@@ -338,7 +340,7 @@ def _dates(text: str) -> tuple[set[int], set[int], list[str], set[float]]:
     return months, weekdays, names, numbers
 
 
-def _other_values(text: str) -> set[float]:
+def _other_values(text: str, words: set[str]) -> set[float]:
     """Values the strict index adds: scaled numbers ("2.5 million", "$3.4m"), compound number words
     ("twenty-five") and dotted thousands ("1.500" as 1500)."""
     values = set()
@@ -347,7 +349,7 @@ def _other_values(text: str) -> set[float]:
         scale = m.group(2).lower()
         if v is not None:
             values.add(v * _SCALE_WORDS.get(scale, _SCALE_SUFFIXES.get(scale, 1.0)))
-    for m in _COMPOUND.finditer(text):
+    for m in _COMPOUND.finditer(text) if words & _TENS.keys() else ():
         values.add(float(_TENS[m.group(1).lower()] + _NUMBER_WORDS[m.group(2).lower()]))
     for m in _DOTTED_THOUSANDS.finditer(text):
         values.add(float(m.group().replace(".", "")))
