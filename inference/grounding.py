@@ -70,6 +70,8 @@ _LIST_MARKER = re.compile(r"^[ \t]*(?:[-*•][ \t]+|(\d{1,3})[.)][ \t]+|step[ \t
 _SELF_COUNT = frozenset(["word", "words", "sentence", "sentences", "character", "characters", "paragraph",
                          "paragraphs"])
 _SCALE = re.compile(r"\bout\s+of\s+$", re.IGNORECASE)
+_STEP_REFERENCE = re.compile(r"\bsteps?\s+(?:\d{1,3}\s*(?:,|and|or|to|-|–)\s*)*$", re.IGNORECASE)  # "repeat step 4 and"
+
 _SCALES = frozenset([5.0, 10.0])
 _ORDINALS = frozenset(["first", "second", "third"])
 _HALF = re.compile(r"\b(\w+)\s+and\s+a\s+half\b", re.IGNORECASE)  # "three and a half stars" = 3.5
@@ -392,6 +394,8 @@ def word_signals(answer: str, index: ContextIndex, copy: bool = True) -> list[tu
     sentence_starts = {m.start() + len(m.group()) - len(m.group().lstrip(lead)) for m in _SENT.finditer(answer)}
     markers, said = (_claim_layout(answer, sentence_starts) if strict else (set(), {}))
     defined = _defined_acronyms(answer) if strict else set()
+    # the answer's own numbered steps, which "repeat step 4 and 5" refers to: no claim about the world
+    steps = {float(re.match(r"\d+", answer[m:]).group()) for m in markers}
     date_months = {m.start(g) for m in _NUMERIC_DATE.finditer(answer) for g in ((2,) if m.group(1) else (4, 6))
                    } if strict else set()  # the parts of a numeric date that may be its month
     prev_number: bool | None = None  # None: the previous word is no number; else whether it is unsupported
@@ -412,7 +416,8 @@ def word_signals(answer: str, index: ContextIndex, copy: bool = True) -> list[tu
             if strict and after in _SCALE_WORDS and lw not in _SCALE_WORDS:
                 value *= _SCALE_WORDS[after]  # the claim is the product: checked against the context's values
             f[0] = float(not (index.has_number(value) or (strict and _no_claim(answer, s, e, value, after, index))
-                              or (s in date_months and value in index.months)))
+                              or (s in date_months and value in index.months)
+                              or (value in steps and bool(_STEP_REFERENCE.search(answer[max(0, s - 40):s])))))
         elif strict and (day := _calendar_word(words, i, sentence_starts)) is not None:
             # a month or weekday is named even at a sentence's start ("May 5 is ..."), against the context's dates
             f[1] = f[2] = float(day not in (index.months if lw in _MONTHS else index.weekdays))

@@ -50,6 +50,9 @@ def test_names_present_and_absent_and_sentence_initial_words():
     ("Steps:\n6. Place the steak on the grill.\n7. Cook it for 9 minutes.", "Place the steak on the grill.",
      ["9 minutes"]),
     ("Step 4: Bake at 180 degrees.", "Bake at 180 degrees.", []),
+    # a reference to the answer's own steps is no claim either; a step it does not have is
+    ("Steps:\n4. Place a drop.\n5. Spread it.\n6. Repeat step 4 and 5.", "Place a drop and spread it.", []),
+    ("Steps:\n4. Place a drop.\n5. Repeat steps 9 to 10.", "Place a drop.", ["9", "10"]),
     # a count of the answer's own text, the scale of a rating, ordinals, "one"
     ("Here is a summary in 108 words: the tower opened.", "The tower opened.", []),
     ("It has 3.5 out of 5 stars.", '{"stars": 3.5}', []),
