@@ -232,8 +232,9 @@ class ContextIndex:
                 pieces += parts + [a + b for a, b in pairwise(parts)]
             for m in _STATE_CODE.finditer(text):  # "state": "CA" -> california
                 pieces += US_STATES[m.group()].lower().split()
-            alpha = set(re.findall(r"[A-Za-z]+", text))  # the distinct letter runs, shared by the two lookups
-            pieces += _other_names(text, alpha)
+            alpha = set(re.findall(r"[A-Za-z]+", text))  # the distinct letter runs, shared by the lookups below
+            lowered_words = {w.lower() for w in alpha}
+            pieces += _other_names(text, lowered_words)
         self.months, self.weekdays, date_names, date_numbers = _dates(text, alpha) if strict else (set(), set(), [], set())
         pieces += date_names
         self.words = set(words) | set(pieces) | set(joined)
@@ -256,7 +257,7 @@ class ContextIndex:
             if 1 <= hour <= 11:
                 self.numbers.add(float(hour + 12))
         if strict:
-            self.numbers |= _other_values(text, {w.lower() for w in alpha}) | date_numbers
+            self.numbers |= _other_values(text, lowered_words) | date_numbers
         self.falsy = falsy_field_stems(text)
         self._sequence = words  # for the copy signals' word n-grams, built on first use
 
@@ -302,11 +303,10 @@ class ContextIndex:
         return len(w) > 5 and ((w.endswith("n") and w[:-1] in self.words) or (w.endswith("an") and w[:-2] in self.words))
 
 
-def _other_names(text: str, alpha: set[str]) -> list[str]:
+def _other_names(text: str, words: set[str]) -> list[str]:
     """Words the strict index adds for what `text` names in another way: "Celsius" for "°C", and every name and
     demonym of a country it names (`_COUNTRIES`)."""
-    lowered = text.lower()
-    words = {w.lower() for w in alpha}  # a name of several words is then looked up as a phrase
+    lowered = text.lower()  # `words`: the text's lower-cased words; a name of several words is looked up as a phrase
     groups = {_CODE_GROUP[m.group(1)] for m in _COUNTRY_CODES.finditer(text)}
     groups |= {i for i, names in enumerate(_COUNTRIES)
                if any(len(n) > 3 and all(w in words for w in n.split())
@@ -334,12 +334,20 @@ def _dates(text: str, alpha: set[str]) -> tuple[set[int], set[int], list[str], s
             weekdays.add(_WEEKDAYS[w])
     numbers: set[float] = set()
     for m in _NUMERIC_DATE.finditer(text):
-        parts = [int(g) for g in m.group(1, 2, 3, 4, 6, 7) if g and g not in "/."]
-        numbers.update(float(p) for p in parts)
-        candidates = [parts[1]] if m.group(1) else parts[:2]
-        months.update(p for p in candidates if 1 <= p <= 12)
+        numbers.update(float(g) for g in m.group(1, 2, 3, 4, 6, 7) if g)
+        months.update(p for p in (int(m.group(g)) for g in _month_groups(m)) if 1 <= p <= 12)
     names = [n for n, i in _MONTHS.items() if i in months] + [n for n, i in _WEEKDAYS.items() if i in weekdays]
     return months, weekdays, names, numbers
+
+
+def _month_groups(m: re.Match) -> tuple[int, ...]:
+    """The groups of a _NUMERIC_DATE match that may be its month: ISO's second part, else either of the first two."""
+    return (2,) if m.group(1) else (4, 6)
+
+
+def _compound_value(m: re.Match) -> float:
+    """The number a _COMPOUND match says: "twenty-five" -> 25."""
+    return float(_TENS[m.group(1).lower()] + _NUMBER_WORDS[m.group(2).lower()])
 
 
 def _other_values(text: str, words: set[str]) -> set[float]:
@@ -352,7 +360,7 @@ def _other_values(text: str, words: set[str]) -> set[float]:
         if v is not None:
             values.add(v * _SCALE_WORDS.get(scale, _SCALE_SUFFIXES.get(scale, 1.0)))
     for m in _COMPOUND.finditer(text) if words & _TENS.keys() else ():
-        values.add(float(_TENS[m.group(1).lower()] + _NUMBER_WORDS[m.group(2).lower()]))
+        values.add(_compound_value(m))
     for m in _DOTTED_THOUSANDS.finditer(text):
         values.add(float(m.group().replace(".", "")))
     return values
@@ -367,7 +375,7 @@ def _claim_layout(answer: str, sentence_starts: set[int]) -> tuple[set[int], dic
     sentence_starts |= {m.end() for m in _LIST_MARKER.finditer(answer)} | {m.end() for m in _HEADING.finditer(answer)}
     values = {}
     for m in _COMPOUND.finditer(answer):
-        values[m.start(1)] = values[m.start(2)] = float(_TENS[m.group(1).lower()] + _NUMBER_WORDS[m.group(2).lower()])
+        values[m.start(1)] = values[m.start(2)] = _compound_value(m)
     for m in _HALF.finditer(answer):
         whole = parse_number(m.group(1))
         if whole is not None:
@@ -396,8 +404,8 @@ def word_signals(answer: str, index: ContextIndex, copy: bool = True) -> list[tu
     defined = _defined_acronyms(answer) if strict else set()
     # the answer's own numbered steps, which "repeat step 4 and 5" refers to: no claim about the world
     steps = {float(re.match(r"\d+", answer[m:]).group()) for m in markers}
-    date_months = {m.start(g) for m in _NUMERIC_DATE.finditer(answer) for g in ((2,) if m.group(1) else (4, 6))
-                   } if strict else set()  # the parts of a numeric date that may be its month
+    date_months = ({m.start(g) for m in _NUMERIC_DATE.finditer(answer) for g in _month_groups(m)}
+                   if strict else set())  # the parts of a numeric date that may be its month
     prev_number: bool | None = None  # None: the previous word is no number; else whether it is unsupported
     for i, (s, e, w) in enumerate(words):
         f = np.zeros(len(FEATURES), dtype=np.float32)
