@@ -142,7 +142,7 @@ def pr_plot(records, predictions, baselines: dict, path: Path) -> None:
         ex_true.append(int(bool(rec.spans)))
         ex_prob.append(pred.scores.score)
     fig, ax = plt.subplots(figsize=(6, 5))
-    for name, yt, yp in (("token", tok_true, tok_prob), ("example (max token prob)", ex_true, ex_prob)):
+    for name, yt, yp in (("token", tok_true, tok_prob), ("example (hallucination_score)", ex_true, ex_prob)):
         if len(set(yt)) > 1:
             p, r, _ = precision_recall_curve(yt, yp)
             ax.plot(r, p, label=f"Detector, {name} level")
@@ -200,7 +200,7 @@ def write_report(path: Path, result: dict) -> None:
         "| | example P | example R | example F1 | span P | span R | span F1 | token P | token R | token F1 |",
         "|---|---|---|---|---|---|---|---|---|---|",
         *[_row(k, v) for k, v in rows.items()], "",
-        "Example-level AUROC of the per-answer score (hallucination_score: highest token probability + 0.1 per ungrounded term): " + ", ".join(
+        "Example-level AUROC of the per-answer score (hallucination_score: model, check terms and word share): " + ", ".join(
             f"{k} {v:.3f}" if v is not None else f"{k} -" for k, v in result["auroc"].items()), "",
         "## By task type (F1, %: example / span / token)", "", *_task_table(rows, tasks, n_of), "",
         "## Published RAGTruth figures (full test split; quoted, not computed here)", "",

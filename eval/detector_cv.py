@@ -205,7 +205,7 @@ def write_cv_report(path: Path, result: dict) -> None:
         lines.append(f"| {names[row]} | " + " | ".join(
             f"{cell(row, f'{t}/example_f1')} / {cell(row, f'{t}/span_f1')}" for t in tasks) + " |")
     au, au0 = result["summary"]["auroc"], result["summary"]["auroc_without_combiner"]
-    lines += ["", "## Example-level AUROC (per-answer score = hallucination_score: highest token probability + 0.1 per ungrounded term, at most 3), mean ± std", "",
+    lines += ["", "## Example-level AUROC (per-answer score = hallucination_score: the mean of [highest token probability + 0.1 per ungrounded term, at most 3, at most 1] and the share of content words the context lacks), mean ± std", "",
               "| | overall | " + " | ".join(tasks) + " |", "|---|---|" + "---|" * len(tasks)]
     named = [("Detector (shipped)", au), ("Detector alone", au0)]
     if "auroc_cross_fold" in result["summary"]:

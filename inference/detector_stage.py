@@ -27,7 +27,14 @@ from pathlib import Path
 
 import numpy as np
 
-from inference.grounding import COPY_FEATURES, FEATURES, ContextIndex, grounding_features, unsupported_spans
+from inference.grounding import (
+    COPY_FEATURES,
+    FEATURES,
+    ContextIndex,
+    grounding_features,
+    unsupported_spans,
+    unsupported_word_share,
+)
 from inference.runners import Features
 from inference.spans import (
     TASK_TYPES,
@@ -156,14 +163,20 @@ class DetectorScores:
     signals: str = "all"  # which grounding signals `grounding` holds: "none", "grounding" (no copy signals), "all"
     # the answer's numbers, quantities and names that the context lacks (inference.grounding.unsupported_spans)
     ungrounded: list[dict] = field(default_factory=list)
+    # the share of the answer's content words the context lacks (inference.grounding.unsupported_word_share)
+    unsupported_share: float = 0.0
 
     @property
     def score(self) -> float:
-        """Example-level score: the highest token probability (0 for an empty answer), plus UNGROUNDED_SCORE_STEP
-        for each number, quantity or name the context lacks (`ungrounded`, at most UNGROUNDED_SCORE_TERMS), at most
-        1. The check's terms are spans of their own (flag_ungrounded), so the score ranks what is flagged."""
+        """Example-level score in [0, 1]: the mean of (a) the highest token probability (0 for an empty answer)
+        plus UNGROUNDED_SCORE_STEP for each number, quantity or name the context lacks (`ungrounded`, at most
+        UNGROUNDED_SCORE_TERMS; (a) at most 1) and (b) the share of the answer's content words the context lacks
+        (`unsupported_share`). The check's terms are spans of their own (flag_ungrounded), so the score ranks what
+        is flagged; the word share ranks the answers whose unsupported content is no number or name (session 30,
+        docs/detector.md "The example score reads the answer's unsupported words")."""
         top = float(self.probs.max()) if len(self.probs) else 0.0
-        return min(1.0, top + UNGROUNDED_SCORE_STEP * min(len(self.ungrounded), UNGROUNDED_SCORE_TERMS))
+        model_and_check = min(1.0, top + UNGROUNDED_SCORE_STEP * min(len(self.ungrounded), UNGROUNDED_SCORE_TERMS))
+        return (model_and_check + self.unsupported_share) / 2
 
 
 def load_detector_json(model_dir: str | Path | None) -> tuple[Calibration, str | None, str]:
@@ -291,14 +304,15 @@ def score_answers(runner, jobs: list[DetectorJob], settings, calibration: Calibr
             per_window.append(answer_token_probs(logits[pos], w, hallucinated_id))
             pos += 1
         offsets = list(job.windows[0].answer_offsets) if job.windows else []
+        read = read_context(job.context, job.windows)
+        index = ContextIndex(f"{read}\n{job.question or ''}")  # ~3 ms at 16K characters; the example score reads it
         if computed == "none":
             grounding = np.zeros((0, len(FEATURES)), dtype=np.float32)
         else:
-            read = read_context(job.context, job.windows)
-            grounding = grounding_features(job.answer, read, job.question, offsets,
-                                           ContextIndex(f"{read}\n{job.question or ''}"), copy=computed == "all")
+            grounding = grounding_features(job.answer, read, job.question, offsets, index, copy=computed == "all")
         raw = DetectorScores(offsets, np.zeros(0), np.zeros(0), grounding, len(job.windows), job.task_type,
-                             per_window, computed, unsupported_spans(job.answer, job.context, job.question))
+                             per_window, computed, unsupported_spans(job.answer, job.context, job.question),
+                             unsupported_word_share(job.answer, index))
         out.append(rescore(raw, aggregation, combiner, smoothing_of(settings, calibration)))
     return out
 
@@ -308,7 +322,7 @@ def rescore(scores: DetectorScores, aggregation: str, combiner: Combiner | None,
     """The same windows' probabilities under another aggregation / combiner / smoothing (no model call)."""
     if not scores.answer_offsets:
         return DetectorScores([], np.zeros(0), np.zeros(0), scores.grounding, scores.windows, scores.task_type,
-                              scores.window_probs, scores.signals, scores.ungrounded)
+                              scores.window_probs, scores.signals, scores.ungrounded, scores.unsupported_share)
     model_probs = aggregate(scores.window_probs, aggregation)
     probs = model_probs
     needed = signals_needed(combiner)
@@ -320,7 +334,8 @@ def rescore(scores: DetectorScores, aggregation: str, combiner: Combiner | None,
         probs = combiner.apply(design_matrix(model_probs, scores.grounding, scores.task_type, combiner.features))
     probs = smooth(probs, smoothing)
     return DetectorScores(scores.answer_offsets, model_probs, probs, scores.grounding, scores.windows,
-                          scores.task_type, scores.window_probs, scores.signals, scores.ungrounded)
+                          scores.task_type, scores.window_probs, scores.signals, scores.ungrounded,
+                          scores.unsupported_share)
 
 
 def scores_to_spans(answer: str, scores: DetectorScores, settings, calibration: Calibration | None = None,

@@ -587,6 +587,15 @@ def terms_within(terms: Sequence[dict], start: int, end: int) -> list[str]:
     return [t["text"] for t in terms if t["start"] < end and start < t["end"]]
 
 
+def unsupported_word_share(answer: str, index: ContextIndex) -> float:
+    """The share of the answer's content words (no stopword, no list marker) whose `word_unsupported` signal fires
+    against `index` (the loose rules: stems, plurals): how much of what the answer says the context does not
+    contain. Numbers count as content words but are judged by their own signal (and the exact check), not here.
+    0.0 for an answer without content words. Part of the example score (DetectorScores.score)."""
+    flags = [f[2] for _, _, f in word_signals(answer, index, copy=False) if not f[3]]
+    return float(np.mean(flags)) if flags else 0.0
+
+
 def unsupported_spans(answer: str, context: str, question: str | None = None, words: bool = False,
                       strict: bool = True) -> list[dict]:
     """Answer words whose number or name signal fires (with `words`: any content word absent from the context),

@@ -8,9 +8,10 @@ JSON (`Result.to_dict()` / `to_json()`), keys always present and in this order:
     fact_check_needed       true | false | null (null: Sentinel unavailable)
     fact_check_confidence   float | null (probability of FACT_CHECK_NEEDED; null: no Sentinel ran)
     hallucination_detected  true | false | null (null: not checked or unknown; never false without a check)
-    hallucination_score     float | null (the Detector's highest token probability over the answer, plus 0.1 for
-                            each number, quantity or name the context lacks, at most three, capped at 1: a ranking
-                            score for the whole answer; null when the Detector did not run)
+    hallucination_score     float | null in [0, 1] (a ranking score for the whole answer, not the span decision:
+                            the mean of the Detector's highest token probability plus 0.1 for each number,
+                            quantity or name the context lacks, at most three, capped at 1, and the share of the
+                            answer's content words the context lacks; null when the Detector did not run)
     hallucination_threshold float | null (the token threshold the Detector applied to this answer: the model's
                             calibrated one, its task type's when it has one; the answer is flagged only where
                             tokens reach it; null when the Detector did not run)

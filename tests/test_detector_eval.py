@@ -151,8 +151,22 @@ def test_the_example_score_counts_the_terms_the_context_lacks_up_to_three():
     offsets = [(0, 3), (4, 8)]
     probs = np.array([0.2, 0.45])
     terms = [{"start": 0, "end": 3, "text": "x"}] * 5
-    assert DetectorScores(offsets, probs, probs).score == pytest.approx(0.45)
-    assert DetectorScores(offsets, probs, probs, ungrounded=terms[:2]).score == pytest.approx(0.65)
-    assert DetectorScores(offsets, probs, probs, ungrounded=terms).score == pytest.approx(0.75)  # at most three
-    assert DetectorScores(offsets, probs * 2, probs * 2, ungrounded=terms).score == 1.0  # capped: a probability scale
+    assert DetectorScores(offsets, probs, probs).score == pytest.approx(0.45 / 2)
+    assert DetectorScores(offsets, probs, probs, ungrounded=terms[:2]).score == pytest.approx(0.65 / 2)
+    assert DetectorScores(offsets, probs, probs, ungrounded=terms).score == pytest.approx(0.75 / 2)  # at most three
+    # the model's part is capped at 1, and the word share is a share: the score stays a [0, 1] scale
+    assert DetectorScores(offsets, probs * 2, probs * 2, ungrounded=terms, unsupported_share=1.0).score == 1.0
+    assert DetectorScores(offsets, probs, probs, unsupported_share=0.5).score == pytest.approx((0.45 + 0.5) / 2)
     assert DetectorScores([], np.zeros(0), np.zeros(0)).score == 0.0
+
+
+def test_the_word_share_counts_content_words_the_context_lacks():
+    from inference.grounding import ContextIndex, unsupported_word_share
+
+    index = ContextIndex("The Eiffel Tower in Paris was built from 1887 to 1889 and is 330 meters tall.")
+    assert unsupported_word_share("The tower was built in Paris.", index) == 0.0  # stopwords do not count
+    # content words: eiffel, tower, built, 1950, designed, gustave, eiffel -> "designed" and "Gustave" are new
+    # words; "1950" is a number, which the number signal (and the check's terms) judge, not the word share
+    share = unsupported_word_share("The Eiffel Tower was built in 1950, designed by Gustave Eiffel.", index)
+    assert share == pytest.approx(2 / 7)
+    assert unsupported_word_share("", index) == 0.0 and unsupported_word_share("It is.", index) == 0.0

@@ -115,6 +115,8 @@ def test_rewrites_on_hand_cases(name, text, expect):
     ("neg_persona", "Write a limerick about a cat.", NEG),
     ("neg_counterfactual", "What is the Suez Canal?", NEG),      # a counterfactual about a fact-seeking topic
     ("neg_counterfactual", "Who wrote Hamlet?", NEG),
+    ("neg_counterfactual_document", "What is the Suez Canal?", NEG),
+    ("neg_counterfactual_document", "How tall is Mount Everest?", NEG),
     ("neg_creative_entity", "Who was Marie Curie?", NEG),
     ("neg_premise", "Who was Marie Curie?", NEG),
     ("neg_premise", "What is the Suez Canal?", NEG),
@@ -123,7 +125,8 @@ def test_rewrites_on_hand_cases(name, text, expect):
 def test_every_rewrite_label_is_fixed_by_the_rule(name, text, label):
     src_label, fn = augment.REWRITES[name]
     assert src_label == (NEG if name.startswith("neg_")
-                         and name not in ("neg_counterfactual", "neg_creative_entity", "neg_premise") else POS)
+                         and name not in ("neg_counterfactual", "neg_counterfactual_document", "neg_creative_entity",
+                                          "neg_premise") else POS)
     res = None
     for seed in range(20):  # some rewrites pick a template at random, one of which may not apply
         res = fn(text, random.Random(seed), CTX)
@@ -136,9 +139,9 @@ def test_every_rewrite_label_is_fixed_by_the_rule(name, text, label):
         assert not out.endswith("?")
     if name == "neg_question":
         assert "?" in out
-    if name == "neg_counterfactual":
+    if name.startswith("neg_counterfactual"):
         assert any(w in out for w in ("What if", "What would", "Imagine", "Suppose"))
-    if name in ("pos_document", "neg_document", "neg_task_document"):
+    if name in ("pos_document", "neg_document", "neg_task_document", "neg_counterfactual_document"):
         assert prompt_style(out) == "document"
     if name == "neg_task_document":  # the record's own task stays in the prompt
         assert text.split()[-1] in out
@@ -651,3 +654,27 @@ def test_long_prompt_test_sets_keep_the_prompt_and_its_label(data_dir):
             for r, p in zip(rows, plain):
                 assert (r.text.endswith(p.text) if doc_first else r.text.startswith(p.text))
                 assert len(r.text) >= len(p.text) + LONG_PROMPT_MIN_CHARS
+
+
+def test_a_counterfactual_about_the_text_above_comes_after_the_passage():
+    doc = CTX.documents[0]
+    seen_own = seen_doc = False
+    for seed in range(40):
+        out, label = augment.neg_counterfactual_document("What is the Suez Canal?", random.Random(seed), CTX)
+        assert label == NEG and doc in out
+        if "above" in out:
+            seen_doc = True
+            assert out.index(doc) < out.index("above")
+        if "Suez Canal" in out:
+            seen_own = True
+    assert seen_own and seen_doc
+    assert augment.neg_counterfactual_document("What is the Suez Canal?", random.Random(0),
+                                               _Ctx(documents=[])) is None
+
+
+def test_the_counterfactual_beside_a_passage_is_opt_in():
+    # measured and not adopted (session 30): the default rewrites are the recipe's, in the order it draws them
+    default = augment.AugmentConfig().rewrites
+    assert "neg_counterfactual_document" not in default
+    assert default == [name for name in augment.REWRITES if name != "neg_counterfactual_document"]
+    augment.AugmentConfig(rewrites=[*default, "neg_counterfactual_document"]).validate()

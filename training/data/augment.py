@@ -15,9 +15,11 @@ instead of by what is asked. These rule-based rewrites put both labels in every 
     neg_question         NEG    NEG    "Write a poem about rain." -> "Can you write a poem about rain?"
     neg_preamble         NEG    NEG    "I'm working on a creative project. <task> Have fun with it."
     neg_document         NEG    NEG    "<pasted passage>\n\nRewrite the text above in a more formal tone."
+    neg_task_document    NEG    NEG    "<pasted passage>\n\nWrite a limerick about a cat." (the record's own task)
     neg_persona          NEG    NEG    "You are a pirate captain; stay in character. <task>"
     neg_counterfactual   POS    NEG    "What is the Suez Canal?" -> "What would have happened if the Suez Canal had
                                        never been built?"
+    neg_counterfactual_document POS NEG "<pasted passage>\n\nWhat if the events described above had never happened?"
     neg_creative_entity  POS    NEG    "Who was Marie Curie?" -> "Can you write a short poem about Marie Curie?"
     neg_premise          POS    NEG    "What is the Suez Canal?" -> "You discover a door in your basement that leads
                                        straight into the Suez Canal." (a story premise, WritingPrompts style)
@@ -27,8 +29,8 @@ subjects (negatives) are the only prompts with options, so holding out either ha
 only. With it (and the rule-generated math of training.data.math_prompts, some with options) both labels have
 options in every fold.
 
-The last three derive a negative from a positive's topic: the same entity on both sides of the boundary, so the
-topic alone cannot decide. Every rewrite's output label is fixed by the rule (docs/sentinel.md), never guessed.
+The four from POS to NEG derive a negative from a positive's topic: the same entity on both sides of the boundary, so
+the topic alone cannot decide. Every rewrite's output label is fixed by the rule (docs/sentinel.md), never guessed.
 
 Rewrites are applied to the training split only, after splitting, and draw passages only from that split, so
 nothing of a dev, test or held-out source leaks into training.
@@ -305,6 +307,31 @@ def neg_counterfactual(text, rng, ctx):
     return out, NEG
 
 
+_DOC_COUNTERFACTUALS = [
+    "What if the events described above had never happened? How would things be different today?",
+    "Imagine the opposite of what the text above says had happened. What would follow?",
+    "Suppose everything in the passage above had taken place a hundred years earlier. What would have changed?",
+    "What would have happened if the people in the text above had made the opposite decision?",
+    "What if none of this had happened? Describe the world that would follow.",
+]
+
+
+def neg_counterfactual_document(text, rng, ctx):
+    """A counterfactual beside a pasted passage, in pos_document's layouts: the positive's own counterfactual
+    (neg_counterfactual) or one about the passage itself. NEG by the rule (hypotheticals and counterfactuals).
+    Without it a "what if" question after a passage read as a question about the passage: of WizardLM's
+    counterfactual prompts placed after a news article, the session-26 model kept 1 of 8 (docs/sentinel.md)."""
+    if prompt_style(text) == "document" or not ctx.documents:
+        return None
+    own = neg_counterfactual(text, rng, ctx) if rng.random() < 0.5 else None
+    question = own[0] if own else rng.choice(_DOC_COUNTERFACTUALS)
+    doc = rng.choice(ctx.documents)
+    if not own:  # a question about "the text above" must come after it
+        return f"{doc}\n\n{question}", NEG
+    return rng.choice([f"{doc}\n\n{question}", f"Here are my notes:\n\n{doc}\n\n{question}",
+                       f"{question}\n\nContext:\n{doc}"]), NEG
+
+
 def neg_creative_entity(text, rng, ctx):
     ent = entity_of(text)
     if not ent:
@@ -357,9 +384,14 @@ REWRITES: dict[str, tuple[int, Callable]] = {
     "neg_task_document": (NEG, neg_task_document),
     "neg_persona": (NEG, neg_persona),
     "neg_counterfactual": (POS, neg_counterfactual),
+    "neg_counterfactual_document": (POS, neg_counterfactual_document),
     "neg_creative_entity": (POS, neg_creative_entity),
     "neg_premise": (POS, neg_premise),
 }
+# What `data.augment.rewrites` applies unless a config lists its own. neg_counterfactual_document is opt-in: with
+# it, WizardLM's counterfactuals after a news article went 1/8 -> 6/8, but the leave-one-family-out mean fell
+# (exam knowledge 0.740 -> 0.655), so the recipe does not use it (session 30, docs/sentinel.md).
+DEFAULT_REWRITES = tuple(name for name in REWRITES if name != "neg_counterfactual_document")
 
 
 @dataclass
@@ -398,7 +430,7 @@ class AugmentConfig:
     enabled: bool = False
     rate: float = 0.1             # per rewrite: share of its eligible training records that get one rewritten copy
     rates: dict[str, float] = field(default_factory=dict)  # per-rewrite rate overrides
-    rewrites: list[str] = field(default_factory=lambda: list(REWRITES))
+    rewrites: list[str] = field(default_factory=lambda: list(DEFAULT_REWRITES))
     max_total: int | None = None  # cap on added records (sampled by seed)
 
     def validate(self):
