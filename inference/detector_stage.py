@@ -31,9 +31,10 @@ from inference.grounding import (
     COPY_FEATURES,
     FEATURES,
     ContextIndex,
-    grounding_features,
+    token_features,
     unsupported_spans,
     unsupported_word_share,
+    word_signals,
 )
 from inference.runners import Features
 from inference.spans import (
@@ -305,14 +306,15 @@ def score_answers(runner, jobs: list[DetectorJob], settings, calibration: Calibr
             pos += 1
         offsets = list(job.windows[0].answer_offsets) if job.windows else []
         read = read_context(job.context, job.windows)
-        index = ContextIndex(f"{read}\n{job.question or ''}")  # ~3 ms at 16K characters; the example score reads it
+        # the example score reads the word signals whatever the combiner needs (~4.5 ms at 16K characters)
+        words = word_signals(job.answer, ContextIndex(f"{read}\n{job.question or ''}"), copy=computed == "all")
         if computed == "none":
             grounding = np.zeros((0, len(FEATURES)), dtype=np.float32)
         else:
-            grounding = grounding_features(job.answer, read, job.question, offsets, index, copy=computed == "all")
+            grounding = token_features(words, offsets)
         raw = DetectorScores(offsets, np.zeros(0), np.zeros(0), grounding, len(job.windows), job.task_type,
                              per_window, computed, unsupported_spans(job.answer, job.context, job.question),
-                             unsupported_word_share(job.answer, index))
+                             unsupported_word_share(words))
         out.append(rescore(raw, aggregation, combiner, smoothing_of(settings, calibration)))
     return out
 

@@ -528,7 +528,12 @@ def grounding_features(answer: str, context: str, question: str | None,
     """(n_tokens, len(FEATURES)) float32: each token takes the features of the word it overlaps (punctuation and
     whitespace tokens: function_word = 1). `copy=False`: the COPY_FEATURES stay 0 (a combiner without them)."""
     index = index or ContextIndex(f"{context}\n{question or ''}")
-    words = word_signals(answer, index, copy)
+    return token_features(word_signals(answer, index, copy), answer_offsets)
+
+
+def token_features(words: list[tuple[int, int, np.ndarray]], answer_offsets: Sequence[tuple[int, int]]
+                   ) -> np.ndarray:
+    """grounding_features from the answer's word_signals, for a caller that reads the words as well."""
     feats = np.zeros((len(answer_offsets), len(FEATURES)), dtype=np.float32)
     j = 0
     for i, (s, e) in enumerate(answer_offsets):
@@ -587,12 +592,13 @@ def terms_within(terms: Sequence[dict], start: int, end: int) -> list[str]:
     return [t["text"] for t in terms if t["start"] < end and start < t["end"]]
 
 
-def unsupported_word_share(answer: str, index: ContextIndex) -> float:
-    """The share of the answer's content words (no stopword, no list marker) whose `word_unsupported` signal fires
-    against `index` (the loose rules: stems, plurals): how much of what the answer says the context does not
-    contain. Numbers count as content words but are judged by their own signal (and the exact check), not here.
-    0.0 for an answer without content words. Part of the example score (DetectorScores.score)."""
-    flags = [f[2] for _, _, f in word_signals(answer, index, copy=False) if not f[3]]
+def unsupported_word_share(words: list[tuple[int, int, np.ndarray]]) -> float:
+    """The share of the answer's content words (no stopword, no list marker) whose `word_unsupported` signal fires,
+    from its `word_signals` (the loose rules: stems, plurals; the copy signals play no part): how much of what the
+    answer says the context does not contain. Numbers count as content words but are judged by their own signal
+    (and the exact check), not here. 0.0 for an answer without content words. Part of the example score
+    (DetectorScores.score)."""
+    flags = [f[2] for _, _, f in words if not f[3]]
     return float(np.mean(flags)) if flags else 0.0
 
 

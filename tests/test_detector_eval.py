@@ -161,12 +161,20 @@ def test_the_example_score_counts_the_terms_the_context_lacks_up_to_three():
 
 
 def test_the_word_share_counts_content_words_the_context_lacks():
-    from inference.grounding import ContextIndex, unsupported_word_share
+    from inference.grounding import ContextIndex, word_signals
+    from inference.grounding import unsupported_word_share as word_share
 
     index = ContextIndex("The Eiffel Tower in Paris was built from 1887 to 1889 and is 330 meters tall.")
+
+    def unsupported_word_share(answer, index):
+        return word_share(word_signals(answer, index, copy=False))
+
     assert unsupported_word_share("The tower was built in Paris.", index) == 0.0  # stopwords do not count
     # content words: eiffel, tower, built, 1950, designed, gustave, eiffel -> "designed" and "Gustave" are new
     # words; "1950" is a number, which the number signal (and the check's terms) judge, not the word share
     share = unsupported_word_share("The Eiffel Tower was built in 1950, designed by Gustave Eiffel.", index)
     assert share == pytest.approx(2 / 7)
+    # the copy signals play no part
+    assert word_share(word_signals("The Eiffel Tower was built in 1950, designed by Gustave Eiffel.", index,
+                                   copy=True)) == pytest.approx(2 / 7)
     assert unsupported_word_share("", index) == 0.0 and unsupported_word_share("It is.", index) == 0.0
