@@ -9,6 +9,10 @@ Batching is real batching: sequences are sorted by length, cut into batches of `
 `max_batch_tokens` padded tokens), padded to the longest sequence of their batch only, run in one call each,
 and returned in the caller's order.
 
+An int8 sequence classifier whose export ships `int8_fallback.json` (training.export: int8 alone missed its
+agreement floor, int8 with this fallback kept it) runs int8 first and answers every input whose two highest int8
+logits are closer than the export's margin with model.onnx, in the same call: only there can int8 change a label.
+
     runner = load_runner("runs/demo/export/detector", task="token")               # ONNX int8 if shipped, else fp32
     runner = load_runner("runs/demo/export/detector", task="token", precision="fp32")
     runner = load_runner("runs/detector-offline", task="token", backend="torch")  # run dir / checkpoint
@@ -35,6 +39,9 @@ BACKENDS = ("onnx", "torch")
 TASKS = ("sequence", "token")
 INT8_FILES = ("model_quantized.onnx", "model.int8.onnx", "model_int8.onnx")
 FP32_FILES = ("model.onnx",)
+# Written by training.export when an int8 classifier keeps its agreement floor only with an fp32 second pass over
+# its near-ties: {"margin": ..., "fp32_file": "model.onnx", ...} (docs/export.md, "int8 with an fp32 fallback").
+FALLBACK_FILE = "int8_fallback.json"
 
 
 class ModelLoadError(RuntimeError):
@@ -61,6 +68,30 @@ def physical_cores() -> int:
         return max(1, min(logical, psutil.cpu_count(logical=False) or logical))
     except ImportError:
         return max(1, logical)
+
+
+def near_ties(logits: np.ndarray, margin: float) -> np.ndarray:
+    """Rows of (n, num_labels) logits whose two highest logits are less than `margin` apart. int8 moves each
+    logit a little; only where the top two are that close can it change the label, so only these rows need
+    the fp32 model's answer (the export measures `margin` as the largest change int8 made to the gap between
+    two logits on records outside its parity check)."""
+    logits = np.asarray(logits, dtype=np.float32)
+    if logits.ndim != 2 or logits.shape[1] < 2:
+        raise ValueError(f"near_ties: logits of shape (n, num_labels >= 2) expected, got {logits.shape}")
+    top2 = np.sort(logits, axis=1)[:, -2:]
+    return (top2[:, 1] - top2[:, 0]) < margin
+
+
+def read_fallback(model_dir: str | Path) -> dict | None:
+    """The export's fp32 fallback for its int8 file, or None when it has none."""
+    path = Path(model_dir) / FALLBACK_FILE
+    if not path.is_file():
+        return None
+    spec = _read_json(path)
+    margin = spec.get("margin")
+    if not isinstance(margin, (int, float)) or margin < 0 or not (Path(model_dir) / spec.get("fp32_file", "")).is_file():
+        raise ModelLoadError(f"{path}: needs a non-negative 'margin' and an existing 'fp32_file' (got {spec})")
+    return spec
 
 
 def softmax(logits: np.ndarray, axis: int = -1) -> np.ndarray:
@@ -270,23 +301,24 @@ class ClassifierRunner:
                 raise ValueError(f"features[{i}]: {len(f)} tokens exceed the model's {self.max_length} positions "
                                  f"({self.model_dir}); window or truncate before calling the runner")
         results: list[np.ndarray | None] = [None] * len(features)
-        pad_id = self.tok.pad_id if self.tok is not None else 0
         for batch in self.batches([len(f) for f in features]):
-            width = max(len(features[i]) for i in batch)
-            ids = np.full((len(batch), width), pad_id, dtype=np.int64)
-            mask = np.zeros((len(batch), width), dtype=np.int64)
-            types = np.zeros((len(batch), width), dtype=np.int64)
-            for row, i in enumerate(batch):
-                f = features[i]
-                n = len(f)
-                ids[row, :n] = f.input_ids
-                mask[row, :n] = 1
-                if f.token_type_ids is not None:
-                    types[row, :n] = f.token_type_ids
-            out = np.asarray(self._run_batch(ids, mask, types), dtype=np.float32)
+            out = np.asarray(self._run_batch(*self._padded([features[i] for i in batch])), dtype=np.float32)
             for row, i in enumerate(batch):
                 results[i] = out[row, : len(features[i])] if self.task == "token" else out[row]
         return results  # type: ignore[return-value]
+
+    def _padded(self, features: Sequence[Features]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(input_ids, attention_mask, token_type_ids) of one batch, padded to its longest sequence."""
+        width = max(len(f) for f in features)
+        ids = np.full((len(features), width), self.tok.pad_id if self.tok is not None else 0, dtype=np.int64)
+        mask = np.zeros((len(features), width), dtype=np.int64)
+        types = np.zeros((len(features), width), dtype=np.int64)
+        for row, f in enumerate(features):
+            ids[row, : len(f)] = f.input_ids
+            mask[row, : len(f)] = 1
+            if f.token_type_ids is not None:
+                types[row, : len(f)] = f.token_type_ids
+        return ids, mask, types
 
     def probabilities(self, features: Sequence[Features]) -> list[np.ndarray]:
         return [softmax(x) for x in self.logits(features)]
@@ -355,7 +387,8 @@ class OnnxRunner(ClassifierRunner):
 
     def __init__(self, model_dir: str | Path, task: str, *, precision: str = "fp32", onnx_file: str = "",
                  use_cpu: bool = True, providers: Sequence[str] | None = None, num_threads: int = 0,
-                 batch_size: int = 8, max_batch_tokens: int = 65536, spin_wait: bool = True):
+                 batch_size: int = 8, max_batch_tokens: int = 65536, spin_wait: bool = True,
+                 fallback: bool = True):
         import onnxruntime as ort
 
         model_dir = Path(model_dir)
@@ -372,10 +405,8 @@ class OnnxRunner(ClassifierRunner):
             available = ort.get_available_providers()
             providers = ["CPUExecutionProvider"] if use_cpu else [
                 p for p in ("CUDAExecutionProvider", "CPUExecutionProvider") if p in available]
-        try:
-            self.session = ort.InferenceSession(str(path), sess_options=options, providers=list(providers))
-        except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own exception types
-            raise ModelLoadError(f"{path}: onnxruntime cannot load it ({type(exc).__name__}: {exc})") from None
+        self._options, self._providers = options, list(providers)
+        self.session = self._load_session(path)
         self.onnx_path = path
         self.input_names = [i.name for i in self.session.get_inputs()]
         self.input_types = {i.name: i.type for i in self.session.get_inputs()}
@@ -397,11 +428,46 @@ class OnnxRunner(ClassifierRunner):
                          max_batch_tokens=max_batch_tokens,
                          takes_token_type_ids="token_type_ids" in self.input_names)
         self.precision = "int8" if path.name in INT8_FILES else ("fp32" if precision == "auto" else precision)
+        # An int8 classifier shipped with a fallback answers its near-ties with the fp32 model, loaded now so
+        # that no request pays for loading it; fallback=False measures int8 alone. Counters: rows run, rows
+        # answered by fp32.
+        spec = read_fallback(model_dir) if fallback and self.precision == "int8" and task == "sequence" else None
+        self.fallback_margin = float(spec["margin"]) if spec else None
+        self._fallback_session = self._load_session(model_dir / spec["fp32_file"]) if spec else None
+        self.rows_run = self.rows_fallback = 0
+
+    def _load_session(self, path: Path):
+        import onnxruntime as ort
+
+        try:
+            return ort.InferenceSession(str(path), sess_options=self._options, providers=self._providers)
+        except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own exception types
+            raise ModelLoadError(f"{path}: onnxruntime cannot load it ({type(exc).__name__}: {exc})") from None
 
     def _feed(self, name: str, array: np.ndarray) -> np.ndarray:
         return array.astype(np.int32) if self.input_types.get(name) == "tensor(int32)" else array
 
+    def logits(self, features: Sequence[Features]) -> list[np.ndarray]:
+        results = super().logits(features)
+        if self.fallback_margin is None or not results:
+            return results
+        # The near-ties of all batches go to fp32 together, in their own length-sorted batches: a few rows per
+        # int8 batch, each padded to that batch's width, cost fp32 about three times as much (measured).
+        redo = np.flatnonzero(near_ties(np.stack(results), self.fallback_margin)).tolist()
+        for batch in self.batches([len(features[i]) for i in redo]):
+            rows = [redo[k] for k in batch]
+            out = self._fallback_session.run([self.output_name],
+                                             self._feeds(*self._padded([features[i] for i in rows])))[0]
+            for row, i in enumerate(rows):
+                results[i] = np.asarray(out[row], dtype=np.float32)
+        self.rows_fallback += len(redo)
+        return results
+
     def _run_batch(self, ids, mask, types):
+        self.rows_run += len(ids)
+        return self.session.run([self.output_name], self._feeds(ids, mask, types))[0]
+
+    def _feeds(self, ids, mask, types) -> dict[str, np.ndarray]:
         feeds = {}
         for name in self.input_names:
             if name == "input_ids":
@@ -414,7 +480,7 @@ class OnnxRunner(ClassifierRunner):
                 feeds[name] = self._feed(name, np.broadcast_to(np.arange(ids.shape[1]), ids.shape).copy())
             else:
                 raise RuntimeError(f"{self.onnx_path}: unsupported graph input {name!r}")
-        return self.session.run([self.output_name], feeds)[0]
+        return feeds
 
 
 class TorchRunner(ClassifierRunner):
@@ -491,7 +557,7 @@ def resolve_model_dir(model_id: str | Path) -> Path:
 def load_runner(model_dir: str | Path, task: str, backend: str = "onnx", *, use_cpu: bool = True,
                 precision: str = "auto", onnx_file: str = "", num_threads: int = 0, batch_size: int = 8,
                 max_batch_tokens: int = 65536, providers: Sequence[str] | None = None,
-                spin_wait: bool = True) -> ClassifierRunner:
+                spin_wait: bool = True, fallback: bool = True) -> ClassifierRunner:
     """A runner for `model_dir` ("onnx": an export dir; "torch": a run dir / checkpoint)."""
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
@@ -499,6 +565,6 @@ def load_runner(model_dir: str | Path, task: str, backend: str = "onnx", *, use_
     if backend == "onnx":
         return OnnxRunner(model_dir, task, precision=precision, onnx_file=onnx_file, use_cpu=use_cpu,
                           providers=providers, num_threads=num_threads, batch_size=batch_size,
-                          max_batch_tokens=max_batch_tokens, spin_wait=spin_wait)
+                          max_batch_tokens=max_batch_tokens, spin_wait=spin_wait, fallback=fallback)
     return TorchRunner(model_dir, task, use_cpu=use_cpu, num_threads=num_threads, batch_size=batch_size,
                        max_batch_tokens=max_batch_tokens)

@@ -12,6 +12,10 @@ every position is a real token (no padding). Per (L, batch) cell each backend ge
 of one timed call per backend in shuffled order (fair on a shared CPU) for about --budget seconds per backend
 (at least --min-repeats rounds). p99 over fewer than 100 calls is close to the maximum. Label agreement (int8 vs PyTorch, fp32 vs PyTorch) is measured on up to --agreement-samples test.jsonl
 records at their natural length. Threads: torch and onnxruntime both use --threads (default: all cores).
+
+Sequence classifiers are also timed through the runtime (inference.runners, batches of 16 sorted by length) on
+those records: fp32, int8 alone and, when the export ships an fp32 fallback for int8's near-ties
+(int8_fallback.json), int8 with it; each a whole pass over the records, in interleaved rounds.
 """
 
 from __future__ import annotations
@@ -127,6 +131,8 @@ def bench_one(export_dir: Path, torch_dir: Path | None, args) -> dict:
         n, max_diff, _, agree = compare(reference, got, batches, task)
         agreement[name] = {"label_agreement": agree, "max_abs_diff": max_diff, "n_compared": n}
 
+    runtime = runtime_passes(export_dir, examples, reference, threads, args) if task == "sequence" else None
+
     cells = []
     texts = [" ".join(ex) for ex in examples] or ["hello world"]
     for length in args.lengths:
@@ -152,10 +158,40 @@ def bench_one(export_dir: Path, torch_dir: Path | None, args) -> dict:
     return {
         "export_dir": str(export_dir), "run_dir": str(run_dir), "task": task,
         "model_type": model.config.model_type, "agreement_source": source, "n_agreement": len(examples),
-        "agreement": agreement, "cells": cells,
+        "agreement": agreement, "cells": cells, "runtime": runtime,
         "size_mb": {**torch_size(run_dir, model),
                     "onnx-fp32": dir_mb(export_dir, FP32_FILE), "onnx-int8": dir_mb(export_dir, INT8_FILE)},
     }
+
+
+def runtime_passes(export_dir: Path, examples, reference, threads: int, args) -> dict | None:
+    """Whole passes of the runtime runner over the records: fp32, int8 alone, int8 with its fp32 fallback."""
+    from inference.runners import FALLBACK_FILE, load_runner
+
+    if not examples or not (export_dir / INT8_FILE).is_file():
+        return None
+    inputs = [ex if len(ex) > 1 else ex[0] for ex in examples]
+    expected = np.concatenate(reference).argmax(-1)
+    runners = {"fp32": load_runner(export_dir, "sequence", precision="fp32", num_threads=threads, batch_size=16),
+               "int8 alone": load_runner(export_dir, "sequence", precision="int8", num_threads=threads,
+                                         batch_size=16, fallback=False)}
+    if (export_dir / FALLBACK_FILE).is_file():
+        runners["int8 + fp32 fallback"] = load_runner(export_dir, "sequence", precision="int8",
+                                                      num_threads=threads, batch_size=16)
+    agreement = {k: float((r.classify(inputs).argmax(-1) == expected).mean()) for k, r in runners.items()}
+    times = time_interleaved({k: (lambda r=r: r.classify(inputs)) for k, r in runners.items()},
+                             args.budget, min_repeats=3, warmup=1)
+    out = {"n_records": len(inputs), "agreement_vs_torch": agreement,
+           "pass_ms_p50": {k: pcts(t)[0] for k, t in times.items()}}
+    fallback = runners.get("int8 + fp32 fallback")
+    if fallback is not None:
+        out["fallback_share"] = fallback.rows_fallback / max(1, fallback.rows_run)
+        out["fallback_margin"] = fallback.fallback_margin
+    p50 = out["pass_ms_p50"]
+    print(f"  runtime, {len(inputs)} records in batches of 16: " + "; ".join(
+        f"{k} {p50[k]:.0f} ms ({p50['fp32'] / p50[k]:.2f}x fp32), agreement {agreement[k]:.4f}" for k in runners)
+          + (f"; {100 * out['fallback_share']:.1f}% answered by fp32" if fallback is not None else ""), flush=True)
+    return out
 
 
 HEADER = ("| model | tokens | batch | torch p50 / p99 ms | fp32 p50 / p99 ms | int8 p50 / p99 ms "
@@ -223,6 +259,12 @@ def main(argv=None) -> int:
             print(f"  target int8 >= 1.3x faster than fp32 with agreement >= 0.99: speedup "
                   f"{min(int8_ok):.2f}x-{max(int8_ok):.2f}x, agreement {ag:.4f} -> "
                   f"{'met' if min(int8_ok) >= 1.3 and ag >= 0.99 else 'NOT met'}")
+        rt = r.get("runtime") or {}
+        if "int8 + fp32 fallback" in rt.get("pass_ms_p50", {}):
+            ms, ag = rt["pass_ms_p50"], rt["agreement_vs_torch"]["int8 + fp32 fallback"]
+            print(f"  int8 + fp32 fallback through the runtime: {ms['fp32'] / ms['int8 + fp32 fallback']:.2f}x "
+                  f"fp32 on {rt['n_records']} records, agreement {ag:.4f}, {100 * rt['fallback_share']:.1f}% "
+                  "answered by fp32")
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps({"hardware": hw, "args": vars(args), "results": results}, indent=2))

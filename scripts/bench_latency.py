@@ -207,6 +207,10 @@ def bench_backend(name: str, models: dict, inputs: dict, args,
     for length in args.lengths:
         for batch in args.batches:
             items = inputs[length][:batch]
+            # int8 with an fp32 fallback (inference.runners): the share of a stage's inputs fp32 answered
+            fallback = {s: r for s, r in gate.runners.items() if getattr(r, "fallback_margin", None) is not None}
+            for r in fallback.values():
+                r.rows_run = r.rows_fallback = 0
             stage_times = {s: [] for s in STAGES}
             started = time.perf_counter()
             results = None
@@ -223,10 +227,12 @@ def bench_backend(name: str, models: dict, inputs: dict, args,
                    "spans_first": spans_of(results[0]),
                    **{s: pct(v) for s, v in stage_times.items()}}
             row["nli_labels_first"] = [s.nli_label for s in results[0].spans]  # variants must explain alike
+            row["fp32_fallback_share"] = {s: round(r.rows_fallback / max(1, r.rows_run), 3) for s, r in fallback.items()}
             rows.append(row)
             print(f"[bench] {name:9s} ctx={length:5d} batch={batch} windows={row['windows_per_input']:3d} "
                   f"total p50={row['total']['p50']:9.1f} ms (n={row['total']['n']}) "
-                  f"detector p50={row['detector']['p50']:9.1f} explainer p50={row['explainer']['p50']:8.1f}",
+                  f"detector p50={row['detector']['p50']:9.1f} explainer p50={row['explainer']['p50']:8.1f}"
+                  + "".join(f" {s} fp32 fallback {v:.0%}" for s, v in row["fp32_fallback_share"].items()),
                   flush=True)
     return rows
 

@@ -339,6 +339,9 @@ def test_bench_script_runs_on_an_export(bert_seq_run, tmp_path, capsys):
     bench = load_script("bench_export")
     out = tmp_path / "export"
     export(bert_seq_run, out, quantize="int8", agreement_floor=0.0)
+    from inference.runners import FALLBACK_FILE
+
+    (out / FALLBACK_FILE).write_text(json.dumps({"margin": 1e9, "fp32_file": FP32_FILE}))  # every input to fp32
     result_json = tmp_path / "bench.json"
     assert bench.main([str(out), "--lengths", "16", "--batches", "1", "2", "--budget", "0.05",
                        "--min-repeats", "2", "--agreement-samples", "4", "--json", str(result_json)]) == 0
@@ -347,4 +350,98 @@ def test_bench_script_runs_on_an_export(bert_seq_run, tmp_path, capsys):
     assert [(c["seq_len"], c["batch"]) for c in data["cells"]] == [(16, 1), (16, 2)]
     assert set(data["agreement"]) == {"onnx-fp32", "onnx-int8"}
     assert data["agreement"]["onnx-fp32"]["label_agreement"] == 1.0
-    assert "| export | 16 | 2 |" in capsys.readouterr().out
+    runtime = data["runtime"]
+    assert set(runtime["pass_ms_p50"]) == {"fp32", "int8 alone", "int8 + fp32 fallback"}
+    assert runtime["fallback_share"] == 1.0 and runtime["n_records"] == 4
+    assert runtime["agreement_vs_torch"]["int8 + fp32 fallback"] == runtime["agreement_vs_torch"]["fp32"] == 1.0
+    printed = capsys.readouterr().out
+    assert "| export | 16 | 2 |" in printed and "int8 + fp32 fallback through the runtime" in printed
+
+
+def test_fallback_margin_catches_every_flip_of_the_inputs_it_was_measured_on():
+    from inference.runners import near_ties
+    from training.export import fallback_margin, with_fallback
+
+    rng = np.random.default_rng(0)
+    fp32 = [rng.normal(size=(16, 3)).astype(np.float32) for _ in range(4)]
+    int8 = [x + rng.normal(scale=0.3, size=x.shape).astype(np.float32) for x in fp32]  # flips some near-ties
+    flips = np.concatenate([a.argmax(1) != b.argmax(1) for a, b in zip(fp32, int8)])
+    assert flips.any()
+    margin = fallback_margin(fp32, int8, quantile=1.0)
+    mixed, rate = with_fallback(int8, fp32, margin)
+    assert all((m.argmax(1) == f.argmax(1)).all() for m, f in zip(mixed, fp32))  # every flip went to fp32
+    assert flips.mean() <= rate < 1.0
+    assert fallback_margin(fp32, int8) < margin  # the default, a quantile, sends fewer inputs to fp32
+    with pytest.raises(ValueError, match="quantile"):
+        fallback_margin(fp32, int8, quantile=0.0)
+    assert near_ties(np.array([[1.0, 0.9, -3.0], [2.0, 0.0, 0.1]]), 0.5).tolist() == [True, False]
+    with pytest.raises(ValueError, match="num_labels"):
+        near_ties(np.zeros(3), 0.1)
+
+
+def test_runner_answers_near_ties_with_fp32_when_the_export_ships_a_fallback(bert_seq_run, tmp_path):
+    from inference.runners import FALLBACK_FILE, ModelLoadError, load_runner
+
+    out = tmp_path / "export"
+    export(bert_seq_run, out, quantize="int8", agreement_floor=0.0)
+    texts = ["Who wrote Hamlet?", "Write a haiku about rain.", "hi", "What is the tallest mountain in Africa?"]
+    fp32 = load_runner(out, task="sequence", precision="fp32").classify(texts)
+    int8 = load_runner(out, task="sequence").classify(texts)
+    (out / FALLBACK_FILE).write_text(json.dumps({"margin": 1e9, "fp32_file": FP32_FILE}))  # every input is a tie
+    runner = load_runner(out, task="sequence")
+    assert np.array_equal(runner.classify(texts), fp32) and runner.rows_fallback == runner.rows_run == 4
+    alone = load_runner(out, task="sequence", fallback=False)  # int8 alone, for benchmarks
+    assert np.array_equal(alone.classify(texts), int8) and alone.rows_fallback == 0
+    (out / FALLBACK_FILE).write_text(json.dumps({"margin": 0.0, "fp32_file": FP32_FILE}))  # no input is
+    runner = load_runner(out, task="sequence")
+    assert np.array_equal(runner.classify(texts), int8) and runner.rows_fallback == 0 and runner.rows_run == 4
+    assert load_runner(out, task="sequence", precision="fp32").fallback_margin is None
+    (out / FALLBACK_FILE).write_text(json.dumps({"margin": 0.5, "fp32_file": "missing.onnx"}))
+    with pytest.raises(ModelLoadError, match=FALLBACK_FILE):
+        load_runner(out, task="sequence")
+
+
+def test_int8_that_misses_its_floor_ships_with_an_fp32_fallback_that_keeps_it(bert_seq_run, tmp_path, monkeypatch):
+    """int8 noise simulated: the top fp32 logit of every input lowered by `shift`, more than any gap, so every
+    label flips (agreement 0). The margin measured on the selection records is then `shift`, every flip has an
+    int8 gap below it, and the fallback answers all of them with fp32: the export ships int8 with the fallback."""
+    import training.export as ex
+    from inference.runners import FALLBACK_FILE
+
+    run = tmp_path / "run"
+    shutil.copytree(bert_seq_run, run)
+    texts = [f"Question number {i}: who wrote play {i}?" for i in range(24)]
+    (run / "test.jsonl").write_text("".join(json.dumps({"text": t, "label": 1}) + "\n" for t in texts))
+    plain = export(run, tmp_path / "fp32")
+    assert plain["int8_status"] == "not_requested"
+    batches = ex.encode_batches(ex.load_run_model(run)[1], [(t,) for t in texts], 96)
+    gaps = np.concatenate([np.abs(np.diff(x, axis=1)).ravel() for x in ex.onnx_logits(tmp_path / "fp32" / FP32_FILE,
+                                                                                        batches)])
+    shift = float(2 * gaps.max() + 1e-3)
+    real = ex.onnx_logits
+
+    def noisy(path, batches):
+        out = real(path, batches)
+        if path.name != INT8_FILE:
+            return out
+        out = real(path.with_name(FP32_FILE), batches)
+        for x in out:
+            x[np.arange(len(x)), x.argmax(1)] -= shift
+        return out
+
+    monkeypatch.setattr(ex, "onnx_logits", noisy)
+    monkeypatch.setattr(ex, "_quantize", lambda staging, *a, **k: (
+        ex.quantize_int8(staging / FP32_FILE, staging / INT8_FILE, "blockwise_int8"), [{"scheme": "blockwise_int8",
+                                                                                      "passed": False}])[1])
+    report = export(run, tmp_path / "e", quantize="int8", agreement_floor=0.99, samples=12)
+    int8 = report["parity"]["int8"]
+    assert report["int8_status"] == "shipped" and report["status"] == "ok"
+    assert int8["int8_alone_agreement"] == 0.0 and int8["label_agreement"] == 1.0 and int8["fallback_rate"] == 1.0
+    assert int8["fallback_margin"] == pytest.approx(shift, rel=1e-4) and report["int8_fallback"]["passed"]
+    spec = json.loads((tmp_path / "e" / FALLBACK_FILE).read_text())
+    assert spec["fp32_file"] == FP32_FILE and spec["margin"] == pytest.approx(shift, rel=1e-4)
+    assert "with the fp32 fallback 1.0000" in ex._summary(report)
+    # a floor that even the fallback cannot keep: refused as before, and no fallback file ships
+    report = export(run, tmp_path / "r", quantize="int8", agreement_floor=1.01, samples=12)
+    assert report["int8_status"] == "refused" and not report["int8_fallback"]["passed"]
+    assert not (tmp_path / "r" / FALLBACK_FILE).exists()

@@ -162,6 +162,14 @@ def test_card_documents_onnx_when_present(run_dir, export_dir):
     card = render_card(run_dir, "acme/sentinel-minilm", onnx_dir=export_dir)
     assert "onnx" in _front_matter(card)["tags"]
     assert 'subfolder="onnx"' in card and "model_quantized.onnx" in card and "0.9844" in card
+    assert "fallback" not in card
+    report = json.loads((export_dir / "export_report.json").read_text())
+    report["parity"]["int8"].update(label_agreement=0.9961, fallback_margin=0.7312, int8_alone_agreement=0.9883,
+                                    fallback_rate=0.125)
+    (export_dir / "export_report.json").write_text(json.dumps(report))
+    card = render_card(run_dir, "acme/sentinel-minilm", onnx_dir=export_dir)
+    assert "0.9961" in card and "less than 0.731 apart" in card and "(12.5% of these inputs)" in card
+    assert "`model_quantized.onnx` alone agrees on 0.9883" in card
 
 
 def test_publish_goes_through_hfapi(run_dir, export_dir, fake_api, monkeypatch, capsys):

@@ -308,7 +308,15 @@ def _export_section(inputs: CardInputs) -> str:
             for k, p in (r.get("parity") or {}).items()]
     if not rows:
         return text.rstrip(":\n") + "."
-    return text + _table(["precision", "file", "max abs logit diff", "label agreement", "size (MB)"], rows)
+    text += _table(["precision", "file", "max abs logit diff", "label agreement", "size (MB)"], rows)
+    int8 = (r.get("parity") or {}).get("int8") or {}
+    if int8.get("fallback_margin") is not None:
+        # Hub users who load model_quantized.onnx with optimum get int8 alone: say what they get and what not.
+        text += (f"\n\nThe int8 agreement above is with an fp32 fallback (`int8_fallback.json`): inputs whose two "
+                 f"highest int8 logits are less than {int8['fallback_margin']:.3g} apart are answered by `model.onnx` "
+                 f"({100 * int8['fallback_rate']:.1f}% of these inputs); halugate's runner applies it. "
+                 f"`model_quantized.onnx` alone agrees on {int8['int8_alone_agreement']:.4f}.")
+    return text
 
 
 def _code(lang: str, *lines: str) -> str:
