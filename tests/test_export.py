@@ -445,3 +445,16 @@ def test_int8_that_misses_its_floor_ships_with_an_fp32_fallback_that_keeps_it(be
     report = export(run, tmp_path / "r", quantize="int8", agreement_floor=1.01, samples=12)
     assert report["int8_status"] == "refused" and not report["int8_fallback"]["passed"]
     assert not (tmp_path / "r" / FALLBACK_FILE).exists()
+
+
+def test_nli_fallback_bench_refuses_an_export_without_a_fallback(bert_seq_run, tmp_path):
+    from script_loader import load_script
+
+    bench = load_script("bench_nli_fallback")
+    out = tmp_path / "export"
+    export(bert_seq_run, out, quantize="int8", agreement_floor=0.0)
+    with pytest.raises(SystemExit, match="no int8_fallback.json"):
+        bench.main(["--explainer", str(out), "--data-dir", str(tmp_path)])
+    (out / "int8_fallback.json").write_text(json.dumps({"margin": 0.1, "fp32_file": FP32_FILE}))
+    with pytest.raises(SystemExit, match="test_balanced.jsonl: not found"):
+        bench.main(["--explainer", str(out), "--data-dir", str(tmp_path)])
