@@ -11,7 +11,8 @@ and returned in the caller's order.
 
 An int8 sequence classifier whose export ships `int8_fallback.json` (training.export: int8 alone missed its
 agreement floor, int8 with this fallback kept it) runs int8 first and answers every input whose two highest int8
-logits are closer than the export's margin with model.onnx, in the same call: only there can int8 change a label.
+logits are closer than the export's margin with model.onnx (only there can int8 change a label), in a second
+pass over the near-ties of all batches of the call.
 
     runner = load_runner("runs/demo/export/detector", task="token")               # ONNX int8 if shipped, else fp32
     runner = load_runner("runs/demo/export/detector", task="token", precision="fp32")
@@ -73,8 +74,8 @@ def physical_cores() -> int:
 def near_ties(logits: np.ndarray, margin: float) -> np.ndarray:
     """Rows of (n, num_labels) logits whose two highest logits are less than `margin` apart. int8 moves each
     logit a little; only where the top two are that close can it change the label, so only these rows need
-    the fp32 model's answer (the export measures `margin` as the largest change int8 made to the gap between
-    two logits on records outside its parity check)."""
+    the fp32 model's answer (the export takes `margin` from the changes int8 made to the gap between two logits
+    on records outside its parity check: their 99th percentile by default)."""
     logits = np.asarray(logits, dtype=np.float32)
     if logits.ndim != 2 or logits.shape[1] < 2:
         raise ValueError(f"near_ties: logits of shape (n, num_labels >= 2) expected, got {logits.shape}")
