@@ -648,10 +648,10 @@ def _try_fallback(staging: Path, select: ParityInputs, inputs: ParityInputs, tas
     inputs. Writes FALLBACK_FILE into `staging` when it passes; returns the figures (+ "parity" when checked)."""
     if not disjoint:
         return {"tried": False, "reason": "no records outside the parity check's to measure the margin on"}
-    margin = fallback_margin(select.reference, onnx_logits(staging / INT8_FILE, select.batches), quantile)
+    select_int8 = onnx_logits(staging / INT8_FILE, select.batches)
+    margin = fallback_margin(select.reference, select_int8, quantile)
     parity = check_file(staging / INT8_FILE, inputs.reference, inputs.batches, task, floor=floor, margin=margin)
-    _, selection_rate = with_fallback(onnx_logits(staging / INT8_FILE, select.batches),
-                                      onnx_logits(staging / FP32_FILE, select.batches), margin)
+    _, selection_rate = with_fallback(select_int8, onnx_logits(staging / FP32_FILE, select.batches), margin)
     log.info("int8 with an fp32 fallback below a top-2 gap of %.3f: agreement %.4f (int8 alone %.4f), %.1f%% of "
              "inputs answered by fp32", margin, parity.label_agreement, parity.int8_alone_agreement,
              100 * parity.fallback_rate)
