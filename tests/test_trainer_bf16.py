@@ -89,3 +89,54 @@ def test_attention_dropout_is_validated():
 
     with pytest.raises(ValueError, match="model.attention_dropout"):
         ModelConfig(attention_dropout=1.5).validate()
+
+
+@pytest.mark.slow
+def test_weight_averaging_leaves_the_mean_of_the_last_steps(tiny_bert_dir, tmp_path):
+    """train.swa_start: after training, every trainable tensor is the mean of its values after each optimizer
+    step from swa_start x the planned steps on; frozen tensors are untouched."""
+    import torch
+    from datasets import Dataset
+    from transformers import (
+        AutoModelForSequenceClassification,
+        AutoTokenizer,
+        DataCollatorWithPadding,
+        TrainerCallback,
+        TrainingArguments,
+    )
+
+    from training.trainer import _weighted_trainer_cls, weight_averaging_callback
+
+    tok = AutoTokenizer.from_pretrained(tiny_bert_dir)
+    ds = Dataset.from_dict({"text": [f"word {i} " * (1 + i % 5) for i in range(24)], "labels": [i % 2 for i in range(24)]})
+    ds = ds.map(lambda b: tok(b["text"], truncation=True, max_length=32), batched=True, remove_columns=["text"])
+    model = AutoModelForSequenceClassification.from_pretrained(tiny_bert_dir, num_labels=2)
+    for p in model.bert.embeddings.parameters():
+        p.requires_grad_(False)
+    frozen = model.bert.embeddings.word_embeddings.weight.detach().clone()
+    seen: list[dict] = []
+
+    class Record(TrainerCallback):
+        def on_step_end(self, args, state, control, model=None, **kwargs):
+            seen.append({n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad})
+
+    args = TrainingArguments(output_dir=str(tmp_path), per_device_train_batch_size=4, max_steps=6, learning_rate=1e-2,
+                             report_to=[], use_cpu=True, save_strategy="no", logging_strategy="no")
+    trainer = _weighted_trainer_cls()(model=model, args=args, train_dataset=ds, processing_class=tok,
+                                      data_collator=DataCollatorWithPadding(tok),
+                                      callbacks=[Record(), weight_averaging_callback(0.5)])
+    trainer.train()
+    assert len(seen) == 6
+    name = "classifier.weight"
+    expected = torch.stack([s[name] for s in seen[2:]]).mean(0)  # steps 3-6: global_step >= 0.5 x 6
+    assert not torch.allclose(seen[-1][name], expected)  # the weights moved, so the mean is not the last step
+    assert torch.allclose(dict(model.named_parameters())[name].detach(), expected, atol=1e-6)
+    assert torch.equal(model.bert.embeddings.word_embeddings.weight.detach(), frozen)
+
+
+def test_swa_start_is_checked():
+    from training.config import TrainArgs
+
+    with pytest.raises(ValueError, match="train.swa_start"):
+        TrainArgs(swa_start=1.0).validate()
+    TrainArgs(swa_start=0.5).validate()

@@ -59,10 +59,15 @@ class TrainArgs:
     device: Literal["auto", "cpu", "cuda"] = "auto"
     bf16: bool | None = None  # None: bf16 autocast on CUDA and on CPUs with native bf16 (AVX512-BF16 / AMX)
     dataloader_workers: int = 0
+    # Stochastic weight averaging: null = off; 0.5 = the final model is the mean of the trainable weights after
+    # every optimizer step of the second half of training (the best-checkpoint choice then does not apply).
+    swa_start: float | None = None
 
     def validate(self):
         if self.learning_rate <= 0:
             raise ValueError("train.learning_rate: must be positive")
+        if self.swa_start is not None and not 0.0 <= self.swa_start < 1.0:
+            raise ValueError(f"train.swa_start: must be null or in [0, 1), got {self.swa_start}")
         if self.batch_size <= 0 or self.eval_batch_size <= 0:
             raise ValueError("train.batch_size: must be positive")
 

@@ -152,6 +152,53 @@ def _final_step_callback():
     return FinalStepEval()
 
 
+def weight_averaging_callback(start: float):
+    """Stochastic weight averaging (Izmailov et al., 2018): from `start` x the planned steps on, the trainable
+    weights after every optimizer step are summed, and when training ends their mean replaces the weights the
+    Trainer kept. Averaging the last part of a trajectory finds flatter minima, which transfer better to data
+    unlike the training data (Cha et al., 2021, SWAD, on held-out domains). Only trainable tensors are averaged:
+    with LoRA the adapters and the head, so the cost is small. A run resumed from a checkpoint averages the
+    steps after the resume only (logged)."""
+    import torch
+    from transformers import TrainerCallback
+
+    class WeightAveraging(TrainerCallback):
+        def __init__(self):
+            self.sums: dict[str, torch.Tensor] = {}
+            self.count = 0
+            self.first_step: int | None = None
+
+        def on_step_end(self, args, state, control, model=None, **kwargs):
+            if model is None or state.global_step < start * state.max_steps:
+                return control
+            with torch.no_grad():
+                for name, p in model.named_parameters():
+                    if p.requires_grad:
+                        value = p.detach().float()
+                        if name in self.sums:
+                            self.sums[name].add_(value)
+                        else:
+                            self.sums[name] = value.clone()
+            self.first_step = state.global_step if self.first_step is None else self.first_step
+            self.count += 1
+            return control
+
+        def on_train_end(self, args, state, control, model=None, **kwargs):
+            if model is None or not self.count:
+                return control
+            with torch.no_grad():
+                for name, p in model.named_parameters():
+                    if name in self.sums:
+                        p.copy_((self.sums[name] / self.count).to(p.dtype))
+            log.info("weight averaging: the final model is the mean of %d steps' weights (steps %d-%d)%s",
+                     self.count, self.first_step, state.global_step,
+                     "" if self.first_step <= max(1, int(start * state.max_steps)) + 1
+                     else " - the run resumed, so only the steps after the resume are in the mean")
+            return control
+
+    return WeightAveraging()
+
+
 def _supported_args(cls, kwargs: dict, group_by_length: bool) -> dict:
     """Keep the TrainingArguments this transformers version has (4.5x and 5.x differ)."""
     import dataclasses
@@ -210,7 +257,9 @@ def train(model, tokenizer, train_ds, dev_ds, cfg, out: Path, compute_metrics, d
     trainer = _weighted_trainer_cls()(
         model=model, args=args, train_dataset=train_ds, eval_dataset=dev_ds,
         processing_class=tokenizer, data_collator=data_collator, compute_metrics=compute_metrics,
-        callbacks=[_log_callback(out / "train_log.jsonl"), _final_step_callback()], loss_weights=loss_weights, loss_fn=loss_fn,
+        callbacks=[_log_callback(out / "train_log.jsonl"), _final_step_callback(),
+                   *([weight_averaging_callback(t.swa_start)] if t.swa_start is not None else [])],
+        loss_weights=loss_weights, loss_fn=loss_fn,
     )
     last = get_last_checkpoint(str(ckpt_dir)) if ckpt_dir.is_dir() else None
     if last:
