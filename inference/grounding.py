@@ -121,6 +121,9 @@ _COUNTRIES = [  # names and demonyms of one country; a code above counts as its 
     ("pakistan", "pakistani"), ("iraq", "iraqi"), ("iran", "iranian"), ("afghanistan", "afghan"),
     ("belgium", "belgian"), ("ukraine", "ukrainian"), ("hungary", "hungarian"), ("czechia", "czech republic", "czech"),
     ("saudi arabia", "saudi"), ("new zealand", "new zealander"), ("lebanon", "lebanese"), ("nepal", "nepalese", "nepali"),
+    ("somalia", "somali"), ("yemen", "yemeni"), ("qatar", "qatari"), ("kuwait", "kuwaiti"), ("oman", "omani"),
+    ("bangladesh", "bangladeshi"), ("sudan", "sudanese"), ("taiwan", "taiwanese"), ("senegal", "senegalese"),
+    ("iceland", "icelandic"), ("kurdistan", "kurdish", "kurd"), ("russia", "russian"), ("india", "indian"),
 ]
 _CODE_GROUP = {"US": 0, "U.S.": 0, "USA": 0, "U.S.A.": 0, "UK": 1, "U.K.": 1, "UAE": 2, "EU": 3}
 # Abbreviations of addresses, titles and a few common words: one group, one name ("Hollister Ave" = "Hollister
@@ -300,6 +303,12 @@ class ContextIndex:
             return True
         if self.strict and len(w) > 4 and w.endswith("an") and w[:-1] + "s" in self.words:  # "Texan" / "Texas"
             return True
+        if self.strict and len(w) > 5 and (  # "Islamic" / "Islam", "Hemisphere" / "hemispheric"
+                (w.endswith("ic") and (w[:-2] in self.words or w[:-2] + "e" in self.words))
+                or w + "ic" in self.words or (w.endswith("e") and w[:-1] + "ic" in self.words)):
+            return True
+        if self.strict and len(w) >= 4 and word.isupper() and w[:-1] in self.words:  # "LGBTQ" against "LGBT"
+            return True
         return len(w) > 5 and ((w.endswith("n") and w[:-1] in self.words) or (w.endswith("an") and w[:-2] in self.words))
 
 
@@ -308,14 +317,15 @@ def _other_names(text: str, words: set[str]) -> list[str]:
     demonym of a country it names (`_COUNTRIES`)."""
     lowered = text.lower()  # `words`: the text's lower-cased words; a name of several words is looked up as a phrase
     groups = {_CODE_GROUP[m.group(1)] for m in _COUNTRY_CODES.finditer(text)}
-    groups |= {i for i, names in enumerate(_COUNTRIES)
-               if any(len(n) > 3 and all(w in words for w in n.split())
+    groups |= {i for i, names in enumerate(_COUNTRIES)  # a demonym in the plural names its country too ("Somalis")
+               if any(len(n) > 3 and all(w in words or w + "s" in words for w in n.split())
                       and (" " not in n or re.search(rf"\b{re.escape(n)}\b", lowered)) for n in names)}
     out = [w for i in groups for n in _COUNTRIES[i] for w in n.split()]
     for m in _DEGREES.finditer(text):
         out += ["degrees", "celsius" if m.group(1) == "C" else "fahrenheit"]
     out += [u for name, u in (("celsius", "c"), ("fahrenheit", "f")) if name in words]
-    out += [w for group in _ABBREVIATIONS if any(len(g) > 1 and g in words for g in group) for w in group]
+    out += [w for group in _ABBREVIATIONS if any(len(g) > 1 and (g in words or g + "s" in words) for g in group)
+            for w in group]  # "two televisions" names TVs
     out += [{"N": "north", "S": "south", "E": "east", "W": "west"}[m.group(1)] for m in _COMPASS.finditer(text)]
     if _JSON_OBJECT.search(text):
         out.append("json")
@@ -401,7 +411,7 @@ def word_signals(answer: str, index: ContextIndex, copy: bool = True) -> list[tu
     lead = " \t\n\"'”’)]" if strict else None
     sentence_starts = {m.start() + len(m.group()) - len(m.group().lstrip(lead)) for m in _SENT.finditer(answer)}
     markers, said = (_claim_layout(answer, sentence_starts) if strict else (set(), {}))
-    defined = _defined_acronyms(answer) if strict else set()
+    defined = (_defined_acronyms(answer) | _known_acronym_expansions(answer, index)) if strict else set()
     # the answer's own numbered steps, which "repeat step 4 and 5" refers to: no claim about the world
     steps = {float(re.match(r"\d+", answer[m:]).group()) for m in markers}
     date_months = ({m.start(g) for m in _NUMERIC_DATE.finditer(answer) for g in _month_groups(m)}
@@ -483,6 +493,30 @@ def _name_parts_present(word: str, index: ContextIndex) -> bool:
     parts = re.split(r"[-’']", word)
     names = [p for p in parts if p[:1].isupper()]
     return len(parts) > 1 and len(names) < len(parts) and all(index.has_word(p) for p in names)
+
+
+_NAME_RUN = re.compile(r"(?:[A-Z][\w’'-]*\s+(?:(?:of|and|for|the|in)\s+)?)+$")  # "Islamic State " before "(ISIS)"
+
+
+def _known_acronym_expansions(answer: str, index: ContextIndex) -> set[int]:
+    """Starts of the words an answer spells an acronym out with, when the context names that acronym: "Islamic
+    State (ISIS)" against a context that says "ISIS" names what the context names. The words' initials must be
+    the acronym's first capitals (at least two)."""
+    out = set()
+    for m in re.finditer(r"\(([A-Z][A-Za-z&]{1,9})\)", answer):
+        if m.group(1).lower() not in index.words:
+            continue
+        run = _NAME_RUN.search(answer[max(0, m.start() - 120):m.start()])
+        if not run:
+            continue
+        offset = max(0, m.start() - 120) + run.start()
+        names = [(offset + w.start(), w.group()) for w in re.finditer(r"[A-Z][\w’'-]*", run.group())]
+        capitals = "".join(c for c in m.group(1) if c.isupper())
+        for k in range(len(names), 1, -1):  # the last k words: "The Islamic State (ISIS)" drops "The"
+            if capitals.startswith("".join(w[0] for _, w in names[-k:])):
+                out.update(start for start, _ in names[-k:])
+                break
+    return out
 
 
 def _defined_acronyms(answer: str) -> set[int]:

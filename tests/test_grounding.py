@@ -130,6 +130,18 @@ def test_names_in_other_spellings_and_capitals_after_list_markers_are_no_unsuppo
     ('One said it was "the bomb!!" Another liked it.', "One said it was the bomb. A second liked it.", []),
     ("The American Pharmacists Association (APhA) voted.", "The American Pharmacists Association voted.", []),
     ("The American Pharmacists Association (AMA) voted.", "The American Pharmacists Association voted.", ["AMA"]),
+    # session 32: an acronym the context names, spelt out by the answer; one letter more on an acronym; plural
+    # demonyms and abbreviations; -ic adjectives. A name the context lacks in any form stays flagged.
+    ("The Islamic State (ISIS) attacked the town.", "ISIS fighters attacked the town.", []),
+    ("The Islamic State (ISIS) attacked the town.", "Militants attacked the town.", ["Islamic State (ISIS"]),
+    ("The World Health Organization (WHO) warned.", "The WHO warned on Monday.", []),
+    ("The LGBTQ community reacted.", "The LGBT community reacted.", []),
+    ("The LGBTQ community reacted.", "The community reacted.", ["LGBTQ"]),
+    ("Thousands fled to Somalia.", "Thousands of Somalis fled.", []),
+    ("Thousands fled to Somalia.", "Thousands of Kenyans fled.", ["Somalia"]),
+    ("The room has two TVs.", "The room has two televisions.", []),
+    ("It was a summit of the Western Hemisphere.", "It was a western hemispheric summit.", []),
+    ("Islamic scholars met.", "Scholars of Islam met.", []),
 ])
 def test_other_spellings_of_numbers_units_and_countries(answer, context, flagged):
     assert _texts(answer, context) == flagged
