@@ -135,6 +135,7 @@ _ABBREVIATIONS = [("avenue", "ave"), ("street", "st"), ("boulevard", "blvd"), ("
                   ("doctor", "dr"), ("professor", "prof"), ("general", "gen"), ("captain", "capt"),
                   ("television", "tv"), ("north", "n"), ("south", "s"), ("east", "e"), ("west", "w")]
 _COMPASS = re.compile(r"\b([NSEW])\.?\s+(?=[A-Z][a-z])")  # "N Fairview Ave": a one-letter word is a direction here
+_HTML_SPACE = re.compile(r"&(?:nbsp|#160|ensp|emsp|thinsp);")
 _JSON_OBJECT = re.compile(r"[{,]\s*\"[^\"]{1,60}\"\s*:")  # the context holds JSON: "JSON" names its format
 # Dates: a month or weekday by any of its names ("Sept." = "September"), and a numeric date's month ("1889-03-31",
 # "31/03/1889", "03/31/1889": a part up to 12 may be the month either way round) = the month's name. "May" is a
@@ -409,7 +410,9 @@ def word_signals(answer: str, index: ContextIndex, copy: bool = True) -> list[tu
     strict = index.strict
     # strict: a sentence starts after the quote or bracket that closed the last one ('... "the bomb!!" Another')
     lead = " \t\n\"'”’)]" if strict else None
-    sentence_starts = {m.start() + len(m.group()) - len(m.group().lstrip(lead)) for m in _SENT.finditer(answer)}
+    # strict: an HTML space an LLM left in its answer ("offensive. &nbsp;However") is a space, offsets unchanged
+    spaced = _HTML_SPACE.sub(lambda m: " " * len(m.group()), answer) if strict else answer
+    sentence_starts = {m.start() + len(m.group()) - len(m.group().lstrip(lead)) for m in _SENT.finditer(spaced)}
     markers, said = (_claim_layout(answer, sentence_starts) if strict else (set(), {}))
     defined = (_defined_acronyms(answer) | _known_acronym_expansions(answer, index)) if strict else set()
     # the answer's own numbered steps, which "repeat step 4 and 5" refers to: no claim about the world

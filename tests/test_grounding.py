@@ -142,6 +142,7 @@ def test_names_in_other_spellings_and_capitals_after_list_markers_are_no_unsuppo
     ("The room has two TVs.", "The room has two televisions.", []),
     ("It was a summit of the Western Hemisphere.", "It was a western hemispheric summit.", []),
     ("Islamic scholars met.", "Scholars of Islam met.", []),
+    ("It held the line. &nbsp;However, the army left.", "It held the line, but the army left.", []),
 ])
 def test_other_spellings_of_numbers_units_and_countries(answer, context, flagged):
     assert _texts(answer, context) == flagged
