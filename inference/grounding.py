@@ -295,7 +295,8 @@ class ContextIndex:
 
     def _other_spelling(self, word: str, w: str) -> bool:
         """"TVs" / "Passages" against "TV" / "Passage"; "Wi-Fi" against "WiFi"; "Venezuelan" / "Singaporean"
-        against "Venezuela" / "Singapore"."""
+        against "Venezuela" / "Singapore"; strict: "Islamic" / "Islam", "Hemisphere" / "hemispheric", "LGBTQ" /
+        "LGBT"."""
         bare = re.sub(r"[.'’-]", "", w)
         plural = w.endswith("s") and (word[:-1].isupper() or len(w) > 4)
         if bare in self.words or (plural and w[:-1] in self.words):
@@ -498,6 +499,7 @@ def _name_parts_present(word: str, index: ContextIndex) -> bool:
     return len(parts) > 1 and len(names) < len(parts) and all(index.has_word(p) for p in names)
 
 
+_BRACKETED_ACRONYM = re.compile(r"\(([A-Z][A-Za-z&]{1,9})\)")  # "(APhA)", "(ISIS)" after the words it abbreviates
 _NAME_RUN = re.compile(r"(?:[A-Z][\w’'-]*\s+(?:(?:of|and|for|the|in)\s+)?)+$")  # "Islamic State " before "(ISIS)"
 
 
@@ -506,7 +508,7 @@ def _known_acronym_expansions(answer: str, index: ContextIndex) -> set[int]:
     State (ISIS)" against a context that says "ISIS" names what the context names. The words' initials must be
     the acronym's first capitals (at least two)."""
     out = set()
-    for m in re.finditer(r"\(([A-Z][A-Za-z&]{1,9})\)", answer):
+    for m in _BRACKETED_ACRONYM.finditer(answer):
         if m.group(1).lower() not in index.words:
             continue
         run = _NAME_RUN.search(answer[max(0, m.start() - 120):m.start()])
@@ -526,7 +528,7 @@ def _defined_acronyms(answer: str) -> set[int]:
     """Starts of acronyms the answer defines itself, in brackets after their words ("American Pharmacists
     Association (APhA)"): the words are the claim, checked on their own."""
     out = set()
-    for m in re.finditer(r"\(([A-Z][A-Za-z&]{1,9})\)", answer):
+    for m in _BRACKETED_ACRONYM.finditer(answer):
         capitals = [c for c in m.group(1) if c.isupper()]
         before = re.findall(r"[A-Za-z][\w-]*", answer[max(0, m.start() - 120):m.start()])
         initials = [w[0] for w in before if w[:1].isupper()][-len(capitals):]

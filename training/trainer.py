@@ -166,7 +166,11 @@ def weight_averaging_callback(start: float):
         def __init__(self):
             self.sums: dict[str, torch.Tensor] = {}
             self.count = 0
-            self.first_step: int | None = None
+            self.resumed_at = 0
+
+        def on_train_begin(self, args, state, control, **kwargs):
+            self.resumed_at = state.global_step  # > 0 when resumed from a checkpoint
+            return control
 
         def on_step_end(self, args, state, control, model=None, **kwargs):
             if model is None or state.global_step < start * state.max_steps:
@@ -179,7 +183,6 @@ def weight_averaging_callback(start: float):
                             self.sums[name].add_(value)
                         else:
                             self.sums[name] = value.clone()
-            self.first_step = state.global_step if self.first_step is None else self.first_step
             self.count += 1
             return control
 
@@ -190,10 +193,11 @@ def weight_averaging_callback(start: float):
                 for name, p in model.named_parameters():
                     if name in self.sums:
                         p.copy_((self.sums[name] / self.count).to(p.dtype))
+            resumed_late = 0 < self.resumed_at and self.resumed_at >= start * state.max_steps
             log.info("weight averaging: the final model is the mean of %d steps' weights (steps %d-%d)%s",
-                     self.count, self.first_step, state.global_step,
-                     "" if self.first_step <= max(1, int(start * state.max_steps)) + 1
-                     else " - the run resumed, so only the steps after the resume are in the mean")
+                     self.count, state.global_step - self.count + 1, state.global_step,
+                     " - the run resumed after averaging began, so only the steps after the resume are in the mean"
+                     if resumed_late else "")
             return control
 
     return WeightAveraging()
