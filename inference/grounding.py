@@ -154,6 +154,8 @@ _CAMEL_WORD = re.compile(r"\b[A-Za-z]*[a-z][A-Z][A-Za-z]*\b")  # RestaurantsTake
 
 _WORDS_PLAIN = re.compile(r"\w+")
 _WORD = re.compile(r"\w+(?:[.,'’-]\w+)*")
+_WORD_SEPARATOR = re.compile(r"[.,'’-]")  # the pieces of "U.S." / "1,887" / "well-known"
+_JOINER = re.compile(r"[.'’-]")
 _NUM = re.compile(r"^\d{1,3}(?:,\d{3})+(?:\.\d+)?$|^\d+(?:\.\d+)?$")
 _NUM_IN_TEXT = re.compile(r"(?<![\w.])\d{1,3}(?:,\d{3})+(?:\.\d+)?|(?<![\w.])\d+(?:\.\d+)?")
 _RANGE = re.compile(r"(\d{1,3}(?:,\d{3})+|\d+)\s*(?:-|–|—|to|through|until|and)\s*(\d{1,3}(?:,\d{3})+|\d+)")
@@ -227,10 +229,11 @@ class ContextIndex:
     def __init__(self, text: str, strict: bool = False):
         self.strict = strict
         words = [w.lower() for w in _WORD.findall(text)]
-        pieces = [p for w in words for p in re.split(r"[.,'’-]", w) if p]
+        distinct = set(words)  # a long context repeats most of its words: the sets below need each once
+        pieces = [p for w in distinct if _WORD_SEPARATOR.search(w) for p in _WORD_SEPARATOR.split(w) if p]
         joined = []
         if strict:
-            joined = [re.sub(r"[.'’-]", "", w) for w in words if re.search(r"[.'’-]", w)]  # U.S. -> us
+            joined = [_JOINER.sub("", w) for w in distinct if _JOINER.search(w)]  # U.S. -> us
             for m in _CAMEL_WORD.finditer(text):  # RestaurantsTakeOut -> restaurants, take, out, takeout
                 parts = key_words(m.group()).lower().split()
                 pieces += parts + [a + b for a, b in pairwise(parts)]
@@ -241,14 +244,14 @@ class ContextIndex:
             pieces += _other_names(text, lowered_words)
         self.months, self.weekdays, date_names, date_numbers = _dates(text, alpha) if strict else (set(), set(), [], set())
         pieces += date_names
-        self.words = set(words) | set(pieces) | set(joined)
+        self.words = distinct | set(pieces) | set(joined)
         self.stems = {_stem(w) for w in self.words}
         self.numbers: set[float] = set()
         for m in _NUM_IN_TEXT.finditer(text):
             v = parse_number(m.group())
             if v is not None:
                 self.numbers.add(v)
-        for w in words:
+        for w in distinct:
             v = _NUMBER_WORDS.get(w)
             if v is not None:
                 self.numbers.add(float(v))

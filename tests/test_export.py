@@ -458,3 +458,57 @@ def test_nli_fallback_bench_refuses_an_export_without_a_fallback(bert_seq_run, t
     (out / "int8_fallback.json").write_text(json.dumps({"margin": 0.1, "fp32_file": FP32_FILE}))
     with pytest.raises(SystemExit, match="test_balanced.jsonl: not found"):
         bench.main(["--explainer", str(out), "--data-dir", str(tmp_path)])
+
+
+def test_a_passing_scheme_is_trimmed_to_the_fewest_fp32_products_that_keep_the_floor(tmp_path, monkeypatch):
+    """_quantize on a fake graph whose int8 error is a known sum per product: the named scheme that passes keeps
+    four products fp32, the trim keeps only the two that matter, with the search's margin, and gives the scheme
+    back when the margin cannot be shown."""
+    import training.export as ex
+    from training.export import ParityInputs, ParityResult, search_target
+
+    harm = {"ffn0": 0.008, "ffn1": 0.009, "ffn2": 0.0005, "ffn3": 0.0002, "attn0": 0.0001, "attn1": 0.0001}
+    schemes = {"all": [], "ffn_fp32": ["ffn0", "ffn1", "ffn2", "ffn3"]}
+    state, labels = {}, {"n": 20_000}
+
+    def quantize(src, dst, scheme, keep_fp32=()):
+        kept = [*schemes.get(scheme, []), *keep_fp32]
+        state[Path(dst).name] = {n for n in harm if n not in kept}
+        return kept
+
+    def agreement(path):
+        return 1.0 - sum(harm[n] for n in state[Path(path).name])
+
+    def check(path, reference, batches, task, *, floor=None, **_):
+        a = agreement(path)
+        return ParityResult(file=Path(path).name, n_examples=40, n_compared=labels["n"], max_abs_diff=1 - a,
+                            mean_abs_diff=1 - a, label_agreement=a, threshold="", passed=a >= floor)
+
+    monkeypatch.setattr(ex, "applicable_schemes", lambda path: list(schemes))
+    monkeypatch.setattr(ex, "quantize_int8", quantize)
+    monkeypatch.setattr(ex, "check_file", check)
+    monkeypatch.setattr(ex, "onnx_logits", lambda path, batches: [np.full((1, 2), 1 - agreement(path))])
+    monkeypatch.setattr(ex, "compare", lambda reference, logits, batches, task: (1, 0, float(logits[0][0, 0]), 0))
+    select = ParityInputs(batches=[], reference=[], source="parity.jsonl", n_examples=40, max_length=8)
+
+    target = search_target(0.99, 20_000)
+    assert 0.99 < target < 0.9916  # two standard errors of an agreement near 0.99 on 20,000 labels
+    tried = ex._quantize(tmp_path, select, "token", 0.99, disjoint=True)
+    assert [t["scheme"] for t in tried] == ["all", "ffn_fp32", "sensitive_fp32"]
+    trim = tried[-1]
+    assert trim["trims"] == "ffn_fp32" and trim["passed"] and trim["target"] == round(target, 5)
+    # the most harmful first; with one the floor holds (0.9911) but not the margin, so two
+    assert trim["kept_fp32"] == ["ffn1", "ffn0"] and trim["selection_agreement"] == 0.9991
+    assert state[INT8_FILE] == {"ffn2", "ffn3", "attn0", "attn1"}  # the file the check judges is the trimmed one
+
+    # a floor the trimmed file cannot keep with the margin: the scheme that passed is written back
+    harm.update(ffn2=0.002, ffn3=0.002)  # ffn_fp32 alone: 0.9998; any trim: at most 0.998
+    tried = ex._quantize(tmp_path, select, "token", 0.9985, disjoint=True)
+    assert not tried[-1]["passed"] and state[INT8_FILE] == {"attn0", "attn1"}
+    # without records of its own to choose on, nothing is trimmed (the check would judge what it was fitted to)
+    assert [t["scheme"] for t in ex._quantize(tmp_path, select, "token", 0.99, disjoint=False)] == ["all", "ffn_fp32"]
+    # a selection too small to show the floor beyond noise: no search
+    labels["n"] = 100
+    harm.update(ffn2=0.0005, ffn3=0.0002)
+    skipped = ex._quantize(tmp_path, select, "token", 0.99, disjoint=True)[-1]
+    assert "skipped" in skipped and not skipped["passed"] and state[INT8_FILE] == {"attn0", "attn1"}
