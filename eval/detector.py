@@ -192,7 +192,9 @@ def write_report(path: Path, result: dict) -> None:
     n_of = {t: result["levels"]["example"]["by_task_type"][t]["n"] for t in tasks}
     lines = [
         f"# Detector evaluation: {result['data']}", "",
-        (f"Model `{result['model']}` ({result['backend']}), {result['n_scored']} responses scored "
+        (f"Model `{result['model']}` ({result['backend']}"
+         + (f", `{result['onnx_file']}`" if result.get("onnx_file") else "")
+         + f"), {result['n_scored']} responses scored "
          f"({result['n_skipped']} refused by the runtime, listed in metrics.json). Scored through "
          f"inference.detect (the runtime's windows, aggregation, calibration and spans). Hardware: "
          f"{result['hardware']}. Command: `{result['command']}`."), "",
@@ -219,15 +221,19 @@ def write_report(path: Path, result: dict) -> None:
 # ---- entry points -----------------------------------------------------------------------------------------
 
 def evaluate_model(model: str, records: list[SpanRecord], backend: str | None = None, threshold: float | None = None,
-                   with_sweep: bool = True, overrides: list[str] | None = None) -> tuple[dict, list[Prediction]]:
-    """Metrics of a run dir (torch) or export dir (onnx) through the runtime, with the reference rows."""
+                   with_sweep: bool = True, overrides: list[str] | None = None,
+                   precision: str = "auto") -> tuple[dict, list[Prediction]]:
+    """Metrics of a run dir (torch) or export dir (onnx) through the runtime, with the reference rows. `precision`
+    (ONNX): "auto" scores the file the runtime runs by default (int8 where the export shipped it)."""
     backend = backend or ("onnx" if any(Path(model).glob("*.onnx")) else "torch")
-    gate = runtime_gate(model, backend, overrides=overrides)
+    gate = runtime_gate(model, backend, precision=precision, overrides=overrides)
     if threshold is not None:  # an explicit threshold replaces the calibrated one (nothing else changes)
         gate.detector_calibration = dataclasses.replace(gate.detector_calibration, threshold=threshold,
                                                         task_thresholds=None)
     result, preds = evaluate(gate, records, with_sweep=with_sweep)
     result["backend"] = backend
+    result["precision"] = getattr(gate.runners["detector"], "precision", "fp32")
+    result["onnx_file"] = getattr(getattr(gate.runners["detector"], "onnx_path", None), "name", None)
     result["baselines"] = {k: detection_metrics(baseline_items(records, preds, k)) for k in REFERENCE_ROWS}
     return result, preds
 
@@ -244,6 +250,8 @@ def main(argv=None) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", help="run dir (torch) or export dir (onnx) of a Detector")
     p.add_argument("--backend", choices=["torch", "onnx"], help="default: onnx when the dir has an .onnx file")
+    p.add_argument("--precision", choices=["auto", "fp32", "int8"], default="auto",
+                   help="ONNX file to score: auto (default) = the runtime's default, int8 where the export shipped it")
     p.add_argument("--data", help="adapter name, RAGTruth folder, or JSONL of span records")
     p.add_argument("--data-dir", help="data dir for adapter names (default $HALUGATE_DATA_DIR)")
     p.add_argument("--threshold", type=float, help="override the model's calibrated token threshold")
@@ -284,7 +292,7 @@ def main(argv=None) -> None:
         records = records[:args.limit]
     log.info("%d records from %s", len(records), args.data)
     started = time.time()
-    result, preds = evaluate_model(str(run), records, args.backend, args.threshold)
+    result, preds = evaluate_model(str(run), records, args.backend, args.threshold, precision=args.precision)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     result = {"model": str(run), "data": args.data, "command": _command(argv), "hardware": hardware(),

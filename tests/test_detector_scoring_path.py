@@ -183,3 +183,22 @@ def test_the_runtime_computes_only_the_grounding_signals_its_combiner_reads(run_
             rescore(scores[computed], "max", full)
     with pytest.raises(ValueError, match="signals: one of"):
         score_answers(None, [], None, None, 1, "some")
+
+
+def test_eval_scores_the_onnx_file_the_runtime_runs_by_default(run_dir, tmp_path):
+    """An export with int8: eval.detector's default scores model_quantized.onnx, as HaluGate's default does, and
+    says so; --precision fp32 scores model.onnx."""
+    from eval.detector import evaluate_model
+    from inference.detect import HaluGate
+
+    model = export_tiny(run_dir, tmp_path / "export", quantize=True)
+    result, preds = evaluate_model(str(model), RECORDS, "onnx", with_sweep=False, overrides=WINDOW)
+    assert (result["precision"], result["onnx_file"]) == ("int8", "model_quantized.onnx")
+    gate = HaluGate.from_dirs(detector=model, overrides=WINDOW)
+    assert gate.runners["detector"].precision == "int8"
+    for rec, p in zip(RECORDS, preds):
+        res = gate.detect_batch([{"context": rec.context, "question": rec.question, "answer": rec.answer,
+                                  "task_type": rec.task_type}])[0]
+        assert [(s.start, s.end) for s in res.spans] == [(s["start"], s["end"]) for s in p.spans]
+    fp32, _ = evaluate_model(str(model), RECORDS, "onnx", with_sweep=False, overrides=WINDOW, precision="fp32")
+    assert (fp32["precision"], fp32["onnx_file"]) == ("fp32", "model.onnx")
