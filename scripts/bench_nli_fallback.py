@@ -4,16 +4,16 @@
         [--sentinel runs/demo/export/sentinel] [--detector runs/demo/export/detector] [--n 40]
 
 Both gates share the Sentinel and Detector exports (the Sentinel threshold 0, so every answer is checked); the
-second pins the Explainer to model.onnx (`nli_model.onnx_file`). Each answer (shuffled local RAGTruth responses
-with a context, seed 0) goes through both in random order. Prints the share of Explainer pairs answered by fp32,
-whether every span got the same NLI label, and the Explainer stage's mean / p50 / total time per gate. Timing
-on a busy machine measures the other work too: run it alone.
+second pins the Explainer to model.onnx (`nli_model.onnx_file`). Each answer (local RAGTruth responses with a
+context, read by the `ragtruth_test_subset` adapter, shuffled with seed 0) goes through both in random order.
+Prints the share of Explainer pairs answered by fp32, whether every span got the same NLI label, and the
+Explainer stage's mean / p50 / total time per gate. Timing on a busy machine measures the other work too: run it
+alone.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import random
 import statistics
@@ -23,21 +23,18 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from inference.detect import HaluGate
-from training.data.spans import ragtruth_row_record
+from training.data.spans import SpanDataReport, load_span_source
 
 
 def answers(data_dir: Path, n: int) -> list[dict]:
-    path = data_dir / "ragtruth_test_subset" / "test_balanced.jsonl"
-    if not path.is_file():
-        raise SystemExit(f"{path}: not found (pass --data-dir or set HALUGATE_DATA_DIR)")
-    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-    random.Random(0).shuffle(rows)
-    out = []
-    for row in rows:
-        rec = ragtruth_row_record(row)
-        if rec.get("context") and len(out) < n:
-            out.append({"context": rec["context"], "question": rec.get("question") or None, "answer": rec["answer"]})
-    return out
+    """`n` local RAGTruth responses with their context, read by the project's adapter (cleaned and deduplicated as
+    training and evaluation read them), shuffled with seed 0."""
+    if not (data_dir / "ragtruth_test_subset").is_dir():
+        raise SystemExit(f"{data_dir / 'ragtruth_test_subset'}: not found (pass --data-dir or set HALUGATE_DATA_DIR)")
+    records = load_span_source("ragtruth_test_subset", data_dir, SpanDataReport())
+    records = sorted(records, key=lambda r: r.id)
+    random.Random(0).shuffle(records)
+    return [{"context": r.context, "question": r.question or None, "answer": r.answer} for r in records[:n]]
 
 
 def main(argv=None) -> int:
