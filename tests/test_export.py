@@ -456,7 +456,7 @@ def test_nli_fallback_bench_refuses_an_export_without_a_fallback(bert_seq_run, t
     with pytest.raises(SystemExit, match="no int8_fallback.json"):
         bench.main(["--explainer", str(out), "--data-dir", str(tmp_path)])
     (out / "int8_fallback.json").write_text(json.dumps({"margin": 0.1, "fp32_file": FP32_FILE}))
-    with pytest.raises(SystemExit, match="test_balanced.jsonl: not found"):
+    with pytest.raises(SystemExit, match="ragtruth_test_subset: not found"):
         bench.main(["--explainer", str(out), "--data-dir", str(tmp_path)])
 
 

@@ -622,6 +622,7 @@ def _quantize(staging: Path, select: ParityInputs, task: str, floor: float, disj
 
 SENSITIVE_SCHEME = "sensitive_fp32"
 MAX_FP32_SHARE = 0.5  # beyond half of the matrix products in fp32, int8 saves too little to be worth a model
+RANK_INPUTS = 64  # selection inputs the sensitivity ranking reads (the stopping check reads them all)
 
 
 def search_target(floor: float, n_compared: int) -> float:
@@ -656,8 +657,9 @@ def _sensitive_fp32(staging: Path, select: ParityInputs, task: str, floor: float
                     candidates: list[str] | None = None, base: str = "embeddings_fp32",
                     max_fp32: int | None = None) -> dict:
     """The last resort when no named scheme keeps the floor. Quantise one matrix product at a time (the rest and
-    the embeddings fp32) and rank them by the mean |logit difference| each causes alone on the selection inputs;
-    then keep the most damaging in fp32, one more at a time, until the floor holds there or half would be fp32.
+    the embeddings fp32) and rank them by the mean |logit difference| each causes alone on the first RANK_INPUTS
+    selection inputs; then keep the most damaging in fp32, one more at a time, until the floor holds on all of
+    them or half would be fp32.
     Which products hurt differs from model to model, so a fixed list of names cannot find it. With `candidates`
     (a passing scheme's fp32 products, _trim) only those are ranked and kept, the rest int8 under `base`, and
     at most `max_fp32` are kept."""
@@ -669,9 +671,14 @@ def _sensitive_fp32(staging: Path, select: ParityInputs, task: str, floor: float
     if candidates is None:
         max_fp32 = max(1, int(len(nodes) * MAX_FP32_SHARE))
     damage = {}
+    # the ranking reads the first RANK_INPUTS inputs (a mean |logit difference| settles on fewer than the
+    # agreement does): with the Detector's 256 selection inputs, 12 candidates cost ~1 min instead of ~4
+    per_batch = len(select.batches[0]["input_ids"]) if select.batches else 1
+    rank_batches = select.batches[:max(1, RANK_INPUTS // per_batch)]
+    rank_reference = select.reference[:len(rank_batches)]
     for node in tqdm(nodes, desc="int8 sensitivity per matrix product", unit="node", leave=False):
         quantize_int8(src, dst, base, keep_fp32=[n for n in nodes if n != node])
-        damage[node] = compare(select.reference, onnx_logits(dst, select.batches), select.batches, task)[2]
+        damage[node] = compare(rank_reference, onnx_logits(dst, rank_batches), rank_batches, task)[2]
     ranked = sorted(nodes, key=lambda n: -damage[n])
     k, parity = 0, None
     for k in range(1, max_fp32 + 1):
