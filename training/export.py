@@ -611,18 +611,23 @@ def _quantize(staging: Path, select: ParityInputs, task: str, floor: float, disj
                       "skipped": "no records outside the parity check's to choose on"})
         return tried
     target = search_target(floor, parity.n_compared)
-    if target > 1.0 >= floor:
-        tried.append({"scheme": SENSITIVE_SCHEME, "passed": False, "target": round(target, 5),
-                      "skipped": f"{parity.n_compared} selection labels cannot show agreement >= {floor:g} beyond "
-                                 f"two standard errors"})
-    else:
-        tried.append({**_sensitive_fp32(staging, select, task, target), "target": round(target, 5)})
+    entry = {"scheme": SENSITIVE_SCHEME, "passed": False, "target": round(target, 5)}
+    too_few = _too_few_labels(floor, target, parity.n_compared)
+    tried.append({**entry, "skipped": too_few} if too_few else {**_sensitive_fp32(staging, select, task, target),
+                                                               "target": entry["target"]})
     return tried
 
 
 SENSITIVE_SCHEME = "sensitive_fp32"
 MAX_FP32_SHARE = 0.5  # beyond half of the matrix products in fp32, int8 saves too little to be worth a model
 RANK_INPUTS = 64  # selection inputs the sensitivity ranking reads (the stopping check reads them all)
+
+
+def _too_few_labels(floor: float, target: float, n_compared: int) -> str | None:
+    """Why a search cannot run on this selection (its target is out of reach by sampling noise alone), or None."""
+    if target > 1.0 >= floor:
+        return f"{n_compared} selection labels cannot show agreement >= {floor:g} beyond two standard errors"
+    return None
 
 
 def search_target(floor: float, n_compared: int) -> float:
@@ -642,12 +647,11 @@ def _trim(staging: Path, select: ParityInputs, task: str, floor: float, scheme: 
     target = search_target(floor, n_compared)
     base = "embeddings_fp32" if embeddings_fp32(scheme) else "all"
     entry = {"scheme": SENSITIVE_SCHEME, "trims": scheme, "target": round(target, 5), "passed": False}
-    if target > 1.0 >= floor:
-        entry["skipped"] = (f"{n_compared} selection labels cannot show agreement >= {floor:g} beyond two "
-                            f"standard errors")
-    elif len(kept_fp32) > 1:
-        entry.update(_sensitive_fp32(staging, select, task, target, candidates=kept_fp32, base=base,
-                                     max_fp32=len(kept_fp32) - 1))
+    too_few = _too_few_labels(floor, target, n_compared)
+    if too_few or len(kept_fp32) < 2:
+        return {**entry, "skipped": too_few or "one product in fp32: nothing to trim"}
+    entry.update(_sensitive_fp32(staging, select, task, target, candidates=kept_fp32, base=base,
+                                 max_fp32=len(kept_fp32) - 1))
     if not entry["passed"]:
         quantize_int8(staging / FP32_FILE, staging / INT8_FILE, scheme)  # back to the scheme that passed
     return entry
@@ -659,8 +663,8 @@ def _sensitive_fp32(staging: Path, select: ParityInputs, task: str, floor: float
     """The last resort when no named scheme keeps the floor. Quantise one matrix product at a time (the rest and
     the embeddings fp32) and rank them by the mean |logit difference| each causes alone on the first RANK_INPUTS
     selection inputs; then keep the most damaging in fp32, one more at a time, until the floor holds on all of
-    them or half would be fp32.
-    Which products hurt differs from model to model, so a fixed list of names cannot find it. With `candidates`
+    them or half would be fp32. Which products hurt differs from model to model, so a fixed list of names cannot
+    find it. With `candidates`
     (a passing scheme's fp32 products, _trim) only those are ranked and kept, the rest int8 under `base`, and
     at most `max_fp32` are kept."""
     src, dst = staging / FP32_FILE, staging / INT8_FILE
