@@ -60,7 +60,7 @@ import random
 import shutil
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -389,14 +389,23 @@ def with_fallback(int8: list[np.ndarray], fp32: list[np.ndarray], margin: float)
 
 
 def check_file(path: Path, reference, batches, task: str, *, atol: float | None = None,
-               floor: float | None = None, margin: float | None = None) -> ParityResult:
+               floor: float | None = None, margin: float | None = None,
+               known: dict[str, list[np.ndarray]] | None = None) -> ParityResult:
     """Parity of one ONNX file; `margin` checks an int8 file with its fp32 fallback (the export dir's model.onnx)
-    for near-ties, as the runtime runs it."""
-    logits = onnx_logits(path, batches)
+    for near-ties, as the runtime runs it. `known`: logits of these batches already computed, by file name (the
+    export's final files, which verify_export ran first), filled in as files are run."""
+    known = {} if known is None else known
+
+    def run(file: Path) -> list[np.ndarray]:
+        if file.name not in known:
+            known[file.name] = onnx_logits(file, batches)
+        return known[file.name]
+
+    logits = run(path)
     extra = {}
     if margin is not None:
         alone = compare(reference, logits, batches, task)[3]
-        logits, rate = with_fallback(logits, onnx_logits(path.with_name(FP32_FILE), batches), margin)
+        logits, rate = with_fallback(logits, run(path.with_name(FP32_FILE)), margin)
         extra = {"fallback_margin": margin, "int8_alone_agreement": alone, "fallback_rate": rate}
     n, max_diff, mean_diff, agreement = compare(reference, logits, batches, task)
     if atol is not None:
@@ -497,6 +506,9 @@ class ParityInputs:
     source: str
     n_examples: int
     max_length: int
+    # ONNX logits of the export's final files on these inputs, by file name (verify_export, then the fallback's
+    # check reads them instead of running the files again)
+    final_logits: dict[str, list[np.ndarray]] = field(default_factory=dict, repr=False)
 
     @classmethod
     def build(cls, run_dir: Path, model, tokenizer, samples: int, max_length: int | None,
@@ -523,11 +535,13 @@ def verify_export(run_dir: Path, export_dir: Path, *, samples: int = 256, max_le
     results = {}
     if not (export_dir / FP32_FILE).is_file():
         raise ExportError(f"{export_dir / FP32_FILE} is missing")
-    results["fp32"] = check_file(export_dir / FP32_FILE, reference, batches, task, atol=atol)
+    inputs.final_logits.clear()  # the files are final from here on
+    results["fp32"] = check_file(export_dir / FP32_FILE, reference, batches, task, atol=atol,
+                                 known=inputs.final_logits)
     if (export_dir / INT8_FILE).is_file():
         fallback = read_fallback(export_dir) if task == "sequence" else None
         results["int8"] = check_file(export_dir / INT8_FILE, reference, batches, task, floor=agreement_floor,
-                                     margin=fallback["margin"] if fallback else None)
+                                     margin=fallback["margin"] if fallback else None, known=inputs.final_logits)
     return {
         "inputs": {"source": inputs.source, "n_examples": inputs.n_examples, "max_length": inputs.max_length,
                    "batch_size": 8, "max_tokens": int(max(b["input_ids"].shape[1] for b in batches))},
@@ -707,7 +721,8 @@ def _try_fallback(staging: Path, select: ParityInputs, inputs: ParityInputs, tas
         return {"tried": False, "reason": "no records outside the parity check's to measure the margin on"}
     select_int8 = onnx_logits(staging / INT8_FILE, select.batches)
     margin = fallback_margin(select.reference, select_int8, quantile)
-    parity = check_file(staging / INT8_FILE, inputs.reference, inputs.batches, task, floor=floor, margin=margin)
+    parity = check_file(staging / INT8_FILE, inputs.reference, inputs.batches, task, floor=floor, margin=margin,
+                        known=inputs.final_logits)
     _, selection_rate = with_fallback(select_int8, onnx_logits(staging / FP32_FILE, select.batches), margin)
     log.info("int8 with an fp32 fallback below a top-2 gap of %.3f: agreement %.4f (int8 alone %.4f), %.1f%% of "
              "inputs answered by fp32", margin, parity.label_agreement, parity.int8_alone_agreement,
