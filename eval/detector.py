@@ -187,6 +187,9 @@ def _task_table(rows: dict, tasks: list[str], n_of: dict) -> list[str]:
 def write_report(path: Path, result: dict) -> None:
     rows = {f"Detector (runtime: threshold {result['threshold']}, {result['window_aggregation']} over windows, "
             f"combiner {'on' if result['combiner'] else 'off'})": result["levels"]}
+    ref = result.get("fp32_reference")
+    if ref:
+        rows["the same Detector, fp32 (`model.onnx`)"] = ref["levels"]
     rows.update({k.replace("_", " "): v for k, v in result["baselines"].items()})
     tasks = sorted(result["levels"]["example"]["by_task_type"])
     n_of = {t: result["levels"]["example"]["by_task_type"][t]["n"] for t in tasks}
@@ -204,6 +207,10 @@ def write_report(path: Path, result: dict) -> None:
         *[_row(k, v) for k, v in rows.items()], "",
         "Example-level AUROC of the per-answer score (hallucination_score: model, check terms and word share): " + ", ".join(
             f"{k} {v:.3f}" if v is not None else f"{k} -" for k, v in result["auroc"].items()), "",
+        *([(f"int8 against fp32 at the runtime's decision: the same spans on {ref['same_spans']} of "
+            f"{ref['answers']} answers, the same flag on {ref['same_flag']}; "
+            f"{100 * ref['flagged_chars_differing'] / max(1, ref['flagged_chars_either']):.1f}% of the flagged "
+            f"characters differ (the export's check compares argmax labels)."), ""] if ref else []),
         "## By task type (F1, %: example / span / token)", "", *_task_table(rows, tasks, n_of), "",
         "## Published RAGTruth figures (full test split; quoted, not computed here)", "",
         "| model | example F1 | span F1 |", "|---|---|---|",
@@ -221,10 +228,11 @@ def write_report(path: Path, result: dict) -> None:
 # ---- entry points -----------------------------------------------------------------------------------------
 
 def evaluate_model(model: str, records: list[SpanRecord], backend: str | None = None, threshold: float | None = None,
-                   with_sweep: bool = True, overrides: list[str] | None = None,
-                   precision: str = "auto") -> tuple[dict, list[Prediction]]:
+                   with_sweep: bool = True, overrides: list[str] | None = None, precision: str = "auto",
+                   fp32_reference: bool = True) -> tuple[dict, list[Prediction]]:
     """Metrics of a run dir (torch) or export dir (onnx) through the runtime, with the reference rows. `precision`
-    (ONNX): "auto" scores the file the runtime runs by default (int8 where the export shipped it)."""
+    (ONNX): "auto" scores the file the runtime runs by default (int8 where the export shipped it); an int8 file
+    is then also compared with the export's fp32 file at the runtime's decision (`fp32_reference`)."""
     backend = backend or ("onnx" if any(Path(model).glob("*.onnx")) else "torch")
     gate = runtime_gate(model, backend, precision=precision, overrides=overrides)
     if threshold is not None:  # an explicit threshold replaces the calibrated one (nothing else changes)
@@ -235,7 +243,31 @@ def evaluate_model(model: str, records: list[SpanRecord], backend: str | None = 
     result["precision"] = getattr(gate.runners["detector"], "precision", "fp32")
     result["onnx_file"] = getattr(getattr(gate.runners["detector"], "onnx_path", None), "name", None)
     result["baselines"] = {k: detection_metrics(baseline_items(records, preds, k)) for k in REFERENCE_ROWS}
+    if fp32_reference and result["precision"] == "int8":
+        # the export's check compares argmax labels; the runtime decides at its calibrated threshold after the
+        # combiner, so say what int8 changes there: the same records through the fp32 file
+        reference = runtime_gate(model, backend, precision="fp32", overrides=overrides)
+        reference.detector_calibration = gate.detector_calibration
+        ref_result, ref_preds = evaluate(reference, records, with_sweep=False)
+        result["fp32_reference"] = {"levels": ref_result["levels"], "auroc": ref_result["auroc"],
+                                    **decision_agreement(preds, ref_preds)}
     return result, preds
+
+
+def decision_agreement(preds: list[Prediction], reference: list[Prediction]) -> dict:
+    """How far two scorings of the same records decide alike: answers with identical spans, answers flagged by
+    both or neither, and flagged answer characters that only one of them flags (of those either flags)."""
+    def chars(p):
+        return {i for s in p.spans for i in range(s["start"], s["end"])}
+
+    same_spans = same_flag = differing = either = 0
+    for a, b in zip(preds, reference):
+        same_spans += [(s["start"], s["end"]) for s in a.spans] == [(s["start"], s["end"]) for s in b.spans]
+        same_flag += bool(a.spans) == bool(b.spans)
+        ca, cb = chars(a), chars(b)
+        differing, either = differing + len(ca ^ cb), either + len(ca | cb)
+    return {"answers": len(preds), "same_spans": same_spans, "same_flag": same_flag,
+            "flagged_chars_differing": differing, "flagged_chars_either": either}
 
 
 def _command(argv) -> str:
@@ -252,6 +284,8 @@ def main(argv=None) -> None:
     p.add_argument("--backend", choices=["torch", "onnx"], help="default: onnx when the dir has an .onnx file")
     p.add_argument("--precision", choices=["auto", "fp32", "int8"], default="auto",
                    help="ONNX file to score: auto (default) = the runtime's default, int8 where the export shipped it")
+    p.add_argument("--no-fp32-reference", action="store_true",
+                   help="an int8 file is not also scored in fp32 (by default the report says what int8 changes)")
     p.add_argument("--data", help="adapter name, RAGTruth folder, or JSONL of span records")
     p.add_argument("--data-dir", help="data dir for adapter names (default $HALUGATE_DATA_DIR)")
     p.add_argument("--threshold", type=float, help="override the model's calibrated token threshold")
@@ -292,7 +326,8 @@ def main(argv=None) -> None:
         records = records[:args.limit]
     log.info("%d records from %s", len(records), args.data)
     started = time.time()
-    result, preds = evaluate_model(str(run), records, args.backend, args.threshold, precision=args.precision)
+    result, preds = evaluate_model(str(run), records, args.backend, args.threshold, precision=args.precision,
+                                   fp32_reference=not args.no_fp32_reference)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     result = {"model": str(run), "data": args.data, "command": _command(argv), "hardware": hardware(),

@@ -200,5 +200,26 @@ def test_eval_scores_the_onnx_file_the_runtime_runs_by_default(run_dir, tmp_path
         res = gate.detect_batch([{"context": rec.context, "question": rec.question, "answer": rec.answer,
                                   "task_type": rec.task_type}])[0]
         assert [(s.start, s.end) for s in res.spans] == [(s["start"], s["end"]) for s in p.spans]
-    fp32, _ = evaluate_model(str(model), RECORDS, "onnx", with_sweep=False, overrides=WINDOW, precision="fp32")
-    assert (fp32["precision"], fp32["onnx_file"]) == ("fp32", "model.onnx")
+    fp32, fp32_preds = evaluate_model(str(model), RECORDS, "onnx", with_sweep=False, overrides=WINDOW,
+                                      precision="fp32")
+    assert (fp32["precision"], fp32["onnx_file"]) == ("fp32", "model.onnx") and "fp32_reference" not in fp32
+    # the int8 evaluation also scored the fp32 file: its figures are the fp32 evaluation's, and the agreement
+    # counts compare the two scorings' spans
+    ref = result["fp32_reference"]
+    assert ref["levels"] == fp32["levels"] and ref["answers"] == len(RECORDS)
+    same = sum([(s["start"], s["end"]) for s in a.spans] == [(s["start"], s["end"]) for s in b.spans]
+               for a, b in zip(preds, fp32_preds))
+    assert ref["same_spans"] == same and ref["same_flag"] >= same
+
+
+def test_decision_agreement_counts_spans_flags_and_characters():
+    from eval.detector import decision_agreement
+    from training.detector_scoring import Prediction
+
+    def pred(*spans):
+        return Prediction(scores=None, spans=[{"start": a, "end": b} for a, b in spans])
+
+    ours = [pred((0, 4)), pred((10, 20)), pred(), pred((5, 6))]
+    theirs = [pred((0, 4)), pred((12, 20)), pred((1, 3)), pred()]
+    assert decision_agreement(ours, theirs) == {"answers": 4, "same_spans": 1, "same_flag": 2,
+                                                "flagged_chars_differing": 2 + 2 + 1, "flagged_chars_either": 4 + 10 + 2 + 1}
