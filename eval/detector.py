@@ -210,7 +210,8 @@ def write_report(path: Path, result: dict) -> None:
         *([(f"int8 against fp32 at the runtime's decision: the same spans on {ref['same_spans']} of "
             f"{ref['answers']} answers, the same flag on {ref['same_flag']}; "
             f"{100 * ref['flagged_chars_differing'] / max(1, ref['flagged_chars_either']):.1f}% of the flagged "
-            f"characters differ (the export's check compares argmax labels)."), ""] if ref else []),
+            f"characters differ, {ref['char_agreement']:.4f} of all answer characters are decided alike (the "
+            f"export's check compares argmax labels)."), ""] if ref else []),
         "## By task type (F1, %: example / span / token)", "", *_task_table(rows, tasks, n_of), "",
         "## Published RAGTruth figures (full test split; quoted, not computed here)", "",
         "| model | example F1 | span F1 |", "|---|---|---|",
@@ -250,13 +251,14 @@ def evaluate_model(model: str, records: list[SpanRecord], backend: str | None = 
         reference.detector_calibration = gate.detector_calibration
         ref_result, ref_preds = evaluate(reference, records, with_sweep=False)
         result["fp32_reference"] = {"levels": ref_result["levels"], "auroc": ref_result["auroc"],
-                                    **decision_agreement(preds, ref_preds)}
+                                    **decision_agreement(preds, ref_preds, [r.answer for r in records])}
     return result, preds
 
 
-def decision_agreement(preds: list[Prediction], reference: list[Prediction]) -> dict:
+def decision_agreement(preds: list[Prediction], reference: list[Prediction], answers: list[str]) -> dict:
     """How far two scorings of the same records decide alike: answers with identical spans, answers flagged by
-    both or neither, and flagged answer characters that only one of them flags (of those either flags)."""
+    both or neither, flagged answer characters that only one of them flags (of those either flags), and the
+    share of all answer characters both decide alike (per-character agreement)."""
     def chars(p):
         return {i for s in p.spans for i in range(s["start"], s["end"])}
 
@@ -266,8 +268,10 @@ def decision_agreement(preds: list[Prediction], reference: list[Prediction]) -> 
         same_flag += bool(a.spans) == bool(b.spans)
         ca, cb = chars(a), chars(b)
         differing, either = differing + len(ca ^ cb), either + len(ca | cb)
+    total = sum(len(a) for a in answers)
     return {"answers": len(preds), "same_spans": same_spans, "same_flag": same_flag,
-            "flagged_chars_differing": differing, "flagged_chars_either": either}
+            "flagged_chars_differing": differing, "flagged_chars_either": either,
+            "char_agreement": round(1.0 - differing / total, 5) if total else 1.0}
 
 
 def _command(argv) -> str:
@@ -341,6 +345,10 @@ def main(argv=None) -> None:
     print(f"example F1 {o['example']['overall']['f1']:.4f}  span F1 {o['span']['overall']['f1']:.4f}  "
           f"token F1 {o['token']['overall']['f1']:.4f}  AUROC {result['auroc']}  (n={result['n_scored']}); "
           f"report: {out / 'report.md'}")
+    if "fp32_reference" in result:
+        ref = result["fp32_reference"]
+        print(f"int8 against fp32 at the runtime's decision: the same spans on {ref['same_spans']} of "
+              f"{ref['answers']} answers, character agreement {ref['char_agreement']:.4f}")
 
 
 if __name__ == "__main__":

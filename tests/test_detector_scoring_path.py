@@ -221,5 +221,6 @@ def test_decision_agreement_counts_spans_flags_and_characters():
 
     ours = [pred((0, 4)), pred((10, 20)), pred(), pred((5, 6))]
     theirs = [pred((0, 4)), pred((12, 20)), pred((1, 3)), pred()]
-    assert decision_agreement(ours, theirs) == {"answers": 4, "same_spans": 1, "same_flag": 2,
-                                                "flagged_chars_differing": 2 + 2 + 1, "flagged_chars_either": 4 + 10 + 2 + 1}
+    assert decision_agreement(ours, theirs, ["x" * 25] * 4) == {
+        "answers": 4, "same_spans": 1, "same_flag": 2, "flagged_chars_differing": 2 + 2 + 1,
+        "flagged_chars_either": 4 + 10 + 2 + 1, "char_agreement": 1 - 5 / 100}
