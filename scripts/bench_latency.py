@@ -202,6 +202,9 @@ def bench_backend(name: str, models: dict, inputs: dict, args,
     if gate.load_errors:
         raise SystemExit(f"{name}: {gate.load_errors}")
     precisions = {stage: r.precision for stage, r in gate.runners.items() if r is not None}
+    # the file each stage ran (a variant's onnx_file overrides the backend's precision: say so in the report)
+    files = {stage: getattr(getattr(r, "onnx_path", None), "name", "torch") for stage, r in gate.runners.items()
+             if r is not None}
     gate.detect_batch(inputs[min(inputs)][:1])  # warm-up: sessions, allocator, caches
     rows = []
     for length in args.lengths:
@@ -220,7 +223,7 @@ def bench_backend(name: str, models: dict, inputs: dict, args,
                     stage_times[s].append(results[0].timings_ms[s])
                 if time.perf_counter() - started > args.max_cell_seconds:
                     break
-            row = {"backend": name, "precisions": precisions, "context_tokens": length, "batch": batch,
+            row = {"backend": name, "precisions": precisions, "files": files, "context_tokens": length, "batch": batch,
                    "measured_context_tokens": results[0].context_tokens,
                    "windows_per_input": results[0].detector_windows,
                    "spans_per_input": round(statistics.mean(len(r.spans) for r in results), 2),
@@ -388,6 +391,11 @@ def markdown(report: dict) -> str:
         cells = " | ".join(f"{r[s]['p50']:.1f} / {r[s]['p99']:.1f}" for s in STAGES)
         lines.append(f"| {r['backend']} | {r['measured_context_tokens']} | {r['batch']} | {r['windows_per_input']} | {cells} "
                      f"| {r['total']['n']} |")
+    files = {r["backend"]: r.get("files") for r in report["rows"] if r.get("files")}
+    if files:
+        lines += ["", "Files run: " + "; ".join(
+            f"{backend}: " + ", ".join(f"{stage} `{f}`" for stage, f in stage_files.items())
+            for backend, stage_files in files.items())]
     ld = report.get("lettucedetect") or {}
     if ld.get("long_context"):
         lines += ["", (f"lettucedetect {ld['version']} on the same Detector checkpoint against ours at "
