@@ -155,7 +155,7 @@ _CAMEL_WORD = re.compile(r"\b[A-Za-z]*[a-z][A-Z][A-Za-z]*\b")  # RestaurantsTake
 _WORDS_PLAIN = re.compile(r"\w+")
 _WORD = re.compile(r"\w+(?:[.,'’-]\w+)*")
 _WORD_SEPARATOR = re.compile(r"[.,'’-]")  # the pieces of "U.S." / "1,887" / "well-known"
-_JOINER = re.compile(r"[.'’-]")
+_JOINER = re.compile(r"[.'’-]")  # dropped to join a word's pieces: "U.S." -> "us", "Wi-Fi" -> "wifi"
 _NUM = re.compile(r"^\d{1,3}(?:,\d{3})+(?:\.\d+)?$|^\d+(?:\.\d+)?$")
 _NUM_IN_TEXT = re.compile(r"(?<![\w.])\d{1,3}(?:,\d{3})+(?:\.\d+)?|(?<![\w.])\d+(?:\.\d+)?")
 _RANGE = re.compile(r"(\d{1,3}(?:,\d{3})+|\d+)\s*(?:-|–|—|to|through|until|and)\s*(\d{1,3}(?:,\d{3})+|\d+)")
@@ -293,14 +293,14 @@ class ContextIndex:
             return True
         if self.strict and self._other_spelling(word, w):
             return True
-        parts = [p for p in re.split(r"[.,'’-]", w) if p]
+        parts = [p for p in _WORD_SEPARATOR.split(w) if p]
         return bool(parts) and all(p in self.words or _stem(p) in self.stems or p in STOPWORDS for p in parts)
 
     def _other_spelling(self, word: str, w: str) -> bool:
         """"TVs" / "Passages" against "TV" / "Passage"; "Wi-Fi" against "WiFi"; "Venezuelan" / "Singaporean"
         against "Venezuela" / "Singapore"; strict: "Islamic" / "Islam", "Hemisphere" / "hemispheric", "LGBTQ" /
         "LGBT"."""
-        bare = re.sub(r"[.'’-]", "", w)
+        bare = _JOINER.sub("", w)
         plural = w.endswith("s") and (word[:-1].isupper() or len(w) > 4)
         if bare in self.words or (plural and w[:-1] in self.words):
             return True
