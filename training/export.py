@@ -624,24 +624,13 @@ def _quantize(staging: Path, select: ParityInputs, task: str, floor: float, disj
         tried.append({"scheme": SENSITIVE_SCHEME, "passed": False,
                       "skipped": "no records outside the parity check's to choose on"})
         return tried
-    target = search_target(floor, parity.n_compared)
-    entry = {"scheme": SENSITIVE_SCHEME, "passed": False, "target": round(target, 5)}
-    too_few = _too_few_labels(floor, target, parity.n_compared)
-    tried.append({**entry, "skipped": too_few} if too_few else {**_sensitive_fp32(staging, select, task, target),
-                                                               "target": entry["target"]})
+    tried.append(_sensitive_fp32(staging, select, task, floor, parity.n_compared))
     return tried
 
 
 SENSITIVE_SCHEME = "sensitive_fp32"
 MAX_FP32_SHARE = 0.5  # beyond half of the matrix products in fp32, int8 saves too little to be worth a model
 RANK_INPUTS = 64  # selection inputs the sensitivity ranking reads (the stopping check reads them all)
-
-
-def _too_few_labels(floor: float, target: float, n_compared: int) -> str | None:
-    """Why a search cannot run on this selection (its target is out of reach by sampling noise alone), or None."""
-    if target > 1.0 >= floor:
-        return f"{n_compared} selection labels cannot show agreement >= {floor:g} beyond two standard errors"
-    return None
 
 
 def search_target(floor: float, n_compared: int) -> float:
@@ -658,32 +647,35 @@ def _trim(staging: Path, select: ParityInputs, task: str, floor: float, scheme: 
     """A named scheme passed with `kept_fp32` in fp32: search those products for the fewest that keep the floor
     (with search_target's margin), the rest of the graph int8 as the scheme had it. INT8_FILE ends up holding
     the search's file when it needs fewer products in fp32, else the scheme's again."""
-    target = search_target(floor, n_compared)
+    if len(kept_fp32) < 2:
+        return {"scheme": SENSITIVE_SCHEME, "trims": scheme, "passed": False,
+                "skipped": "one product in fp32: nothing to trim"}
     base = "embeddings_fp32" if embeddings_fp32(scheme) else "all"
-    entry = {"scheme": SENSITIVE_SCHEME, "trims": scheme, "target": round(target, 5), "passed": False}
-    too_few = _too_few_labels(floor, target, n_compared)
-    if too_few or len(kept_fp32) < 2:
-        return {**entry, "skipped": too_few or "one product in fp32: nothing to trim"}
-    entry.update(_sensitive_fp32(staging, select, task, target, candidates=kept_fp32, base=base,
-                                 max_fp32=len(kept_fp32) - 1))
-    if not entry["passed"]:
-        quantize_int8(staging / FP32_FILE, staging / INT8_FILE, scheme)  # back to the scheme that passed
+    entry = {"trims": scheme, **_sensitive_fp32(staging, select, task, floor, n_compared, candidates=kept_fp32,
+                                                base=base, max_fp32=len(kept_fp32) - 1)}
+    if not entry["passed"] and "skipped" not in entry:  # the search rewrote INT8_FILE: the scheme that passed
+        quantize_int8(staging / FP32_FILE, staging / INT8_FILE, scheme)
     return entry
 
 
-def _sensitive_fp32(staging: Path, select: ParityInputs, task: str, floor: float, *,
+def _sensitive_fp32(staging: Path, select: ParityInputs, task: str, floor: float, n_compared: int, *,
                     candidates: list[str] | None = None, base: str = "embeddings_fp32",
                     max_fp32: int | None = None) -> dict:
     """The last resort when no named scheme keeps the floor. Quantise one matrix product at a time (the rest and
     the embeddings fp32) and rank them by the mean |logit difference| each causes alone on the first RANK_INPUTS
-    selection inputs; then keep the most damaging in fp32, one more at a time, until the floor holds on all of
-    them or half would be fp32. Which products hurt differs from model to model, so a fixed list of names cannot
-    find it. With `candidates`
-    (a passing scheme's fp32 products, _trim) only those are ranked and kept, the rest int8 under `base`, and
-    at most `max_fp32` are kept."""
+    selection inputs; then keep the most damaging in fp32, one more at a time, until the selection's agreement
+    reaches search_target (the floor plus two standard errors of its `n_compared` labels) or half would be fp32.
+    Skipped when that target is above 1. Which products hurt differs from model to model, so a fixed list of
+    names cannot find it. With `candidates` (a passing scheme's fp32 products, _trim) only those are ranked and
+    kept, the rest int8 under `base`, and at most `max_fp32` are kept."""
     src, dst = staging / FP32_FILE, staging / INT8_FILE
+    target = search_target(floor, n_compared)
+    entry = {"scheme": SENSITIVE_SCHEME, "embeddings_fp32": embeddings_fp32(base), "passed": False,
+             "target": round(target, 5)}
+    if target > 1.0 >= floor:
+        return {**entry, "skipped": f"{n_compared} selection labels cannot show agreement >= {floor:g} beyond two "
+                                    f"standard errors"}
     nodes = list(candidates) if candidates is not None else weighted_nodes(src)
-    entry = {"scheme": SENSITIVE_SCHEME, "embeddings_fp32": embeddings_fp32(base), "passed": False}
     if not nodes or not all(nodes):  # quantize_dynamic excludes nodes by name
         return {**entry, "fp32_nodes": 0, "skipped": "the graph's matrix products are not all named"}
     if candidates is None:
@@ -701,7 +693,7 @@ def _sensitive_fp32(staging: Path, select: ParityInputs, task: str, floor: float
     k, parity = 0, None
     for k in range(1, max_fp32 + 1):
         quantize_int8(src, dst, base, keep_fp32=ranked[:k])
-        parity = check_file(dst, select.reference, select.batches, task, floor=floor)
+        parity = check_file(dst, select.reference, select.batches, task, floor=target)
         log.info("int8 with the %d most sensitive of %d matrix products in fp32: agreement %.4f", k, len(nodes),
                  parity.label_agreement)
         if parity.passed:
