@@ -157,8 +157,9 @@ def weight_averaging_callback(start: float):
     weights after every optimizer step are summed, and when training ends their mean replaces the weights the
     Trainer kept. Averaging the last part of a trajectory finds flatter minima, which transfer better to data
     unlike the training data (Cha et al., 2021, SWAD, on held-out domains). Only trainable tensors are averaged:
-    with LoRA the adapters and the head, so the cost is small. A run resumed from a checkpoint averages the
-    steps after the resume only (logged)."""
+    with LoRA the adapters and the head, so the cost is small (torch.optim.swa_utils.AveragedModel would copy
+    and average the whole model, frozen base included, at every step). A run resumed from a checkpoint averages
+    the steps after the resume only (logged)."""
     import torch
     from transformers import TrainerCallback
 
