@@ -140,3 +140,52 @@ def test_swa_start_is_checked():
     with pytest.raises(ValueError, match="train.swa_start"):
         TrainArgs(swa_start=1.0).validate()
     TrainArgs(swa_start=0.5).validate()
+
+
+def test_head_first_trains_only_the_head_then_everything(tiny_bert_dir, tmp_path):
+    """train.head_first: in the first head_first x planned steps the encoder's tensors do not move and the head's
+    do; afterwards the encoder trains as well (its tensors requires_grad again)."""
+    import torch
+    from datasets import Dataset
+    from transformers import (
+        AutoModelForSequenceClassification,
+        AutoTokenizer,
+        DataCollatorWithPadding,
+        TrainerCallback,
+        TrainingArguments,
+    )
+
+    from training.trainer import _weighted_trainer_cls, head_first_callback
+
+    tok = AutoTokenizer.from_pretrained(tiny_bert_dir)
+    ds = Dataset.from_dict({"text": [f"word {i} " * (1 + i % 5) for i in range(24)], "labels": [i % 2 for i in range(24)]})
+    ds = ds.map(lambda b: tok(b["text"], truncation=True, max_length=32), batched=True, remove_columns=["text"])
+    model = AutoModelForSequenceClassification.from_pretrained(tiny_bert_dir, num_labels=2)
+    encoder, head = "bert.encoder.layer.0.attention.self.query.weight", "classifier.weight"
+    start = {n: p.detach().clone() for n, p in model.named_parameters() if n in (encoder, head)}
+    seen: list[dict] = []
+
+    class Record(TrainerCallback):
+        def on_step_end(self, args, state, control, model=None, **kwargs):
+            seen.append({n: p.detach().clone() for n, p in model.named_parameters()})
+
+    args = TrainingArguments(output_dir=str(tmp_path), per_device_train_batch_size=4, max_steps=6, learning_rate=1e-2,
+                             report_to=[], use_cpu=True, save_strategy="no", logging_strategy="no")
+    trainer = _weighted_trainer_cls()(model=model, args=args, train_dataset=ds, processing_class=tok,
+                                      data_collator=DataCollatorWithPadding(tok),
+                                      callbacks=[head_first_callback(0.5), Record()])
+    trainer.train()
+    assert len(seen) == 6
+    # steps 1-3 (global_step 0-2 < 0.5 x 6): the head moves, the encoder does not
+    assert all(torch.equal(seen[i][encoder], start[encoder]) for i in range(3))
+    assert not torch.equal(seen[0][head], start[head])
+    assert not torch.equal(seen[5][encoder], seen[2][encoder])  # steps 4-6: the encoder trains
+    assert all(p.requires_grad for p in model.parameters())
+
+
+def test_head_first_is_checked():
+    from training.config import TrainArgs
+
+    with pytest.raises(ValueError, match="train.head_first"):
+        TrainArgs(head_first=1.0).validate()
+    TrainArgs(head_first=0.25).validate()

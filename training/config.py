@@ -62,12 +62,18 @@ class TrainArgs:
     # Stochastic weight averaging: null = off; 0.5 = the final model is the mean of the trainable weights after
     # every optimizer step of the second half of training (the best-checkpoint choice then does not apply).
     swa_start: float | None = None
+    # Linear probing, then fine-tuning (LP-FT): null = off; 0.25 = for the first quarter of the planned steps only
+    # the classification head trains (the encoder, its LoRA adapters included, is frozen), then everything that
+    # is trainable does (training.trainer.head_first_callback).
+    head_first: float | None = None
 
     def validate(self):
         if self.learning_rate <= 0:
             raise ValueError("train.learning_rate: must be positive")
-        if self.swa_start is not None and not 0.0 <= self.swa_start < 1.0:
-            raise ValueError(f"train.swa_start: must be null or in [0, 1), got {self.swa_start}")
+        for name in ("swa_start", "head_first"):
+            value = getattr(self, name)
+            if value is not None and not 0.0 <= value < 1.0:
+                raise ValueError(f"train.{name}: must be null or in [0, 1), got {value}")
         if self.batch_size <= 0 or self.eval_batch_size <= 0:
             raise ValueError("train.batch_size: must be positive")
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import sys
 from pathlib import Path
@@ -204,6 +205,49 @@ def weight_averaging_callback(start: float):
     return WeightAveraging()
 
 
+# the modules a recipe's classification head is made of (training.models: PEFT's modules_to_save)
+HEAD_MODULES = ("classifier", "score", "head")
+
+
+def head_first_callback(until: float):
+    """Linear probing, then fine-tuning (Kumar et al., 2022, LP-FT): until `until` x the planned steps only the
+    classification head trains, then every trainable tensor does. A randomly initialised head sends large,
+    arbitrary gradients into the encoder in the first steps; training it first on the pretrained features is
+    reported to distort those features less and to transfer better to data unlike the training data. The
+    encoder's tensors are frozen with requires_grad, so the optimizer skips them (no gradient) until they are
+    released; the learning-rate schedule is the run's own throughout."""
+    from transformers import TrainerCallback
+
+    def is_head(name: str) -> bool:
+        return any(part in HEAD_MODULES for part in name.split("."))
+
+    class HeadFirst(TrainerCallback):
+        def __init__(self):
+            self.frozen: list = []
+
+        def on_train_begin(self, args, state, control, model=None, **kwargs):
+            if model is None or state.global_step >= until * state.max_steps:
+                return control
+            self.frozen = [p for n, p in model.named_parameters() if p.requires_grad and not is_head(n)]
+            if len(self.frozen) == sum(1 for p in model.parameters() if p.requires_grad):
+                raise ValueError(f"train.head_first: no head among the trainable tensors (modules {HEAD_MODULES})")
+            for p in self.frozen:
+                p.requires_grad_(False)
+            log.info("head first: only the classification head trains until step %d of %d",
+                     math.ceil(until * state.max_steps), state.max_steps)
+            return control
+
+        def on_step_begin(self, args, state, control, **kwargs):
+            if self.frozen and state.global_step >= until * state.max_steps:
+                for p in self.frozen:
+                    p.requires_grad_(True)
+                log.info("head first: the encoder trains from step %d on", state.global_step + 1)
+                self.frozen = []
+            return control
+
+    return HeadFirst()
+
+
 def _supported_args(cls, kwargs: dict, group_by_length: bool) -> dict:
     """Keep the TrainingArguments this transformers version has (4.5x and 5.x differ)."""
     import dataclasses
@@ -263,7 +307,8 @@ def train(model, tokenizer, train_ds, dev_ds, cfg, out: Path, compute_metrics, d
         model=model, args=args, train_dataset=train_ds, eval_dataset=dev_ds,
         processing_class=tokenizer, data_collator=data_collator, compute_metrics=compute_metrics,
         callbacks=[_log_callback(out / "train_log.jsonl"), _final_step_callback(),
-                   *([weight_averaging_callback(t.swa_start)] if t.swa_start is not None else [])],
+                   *([weight_averaging_callback(t.swa_start)] if t.swa_start is not None else []),
+                   *([head_first_callback(t.head_first)] if t.head_first else [])],
         loss_weights=loss_weights, loss_fn=loss_fn,
     )
     last = get_last_checkpoint(str(ckpt_dir)) if ckpt_dir.is_dir() else None
