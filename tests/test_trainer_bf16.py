@@ -92,10 +92,9 @@ def test_attention_dropout_is_validated():
 
 
 @pytest.mark.slow
-def test_weight_averaging_leaves_the_mean_of_the_last_steps(tiny_bert_dir, tmp_path):
-    """train.swa_start: after training, every trainable tensor is the mean of its values after each optimizer
-    step from swa_start x the planned steps on; frozen tensors are untouched."""
-    import torch
+def _train_six_steps(tiny_bert_dir, tmp_path, callback, prepare=None):
+    """Six steps of the recipes' trainer on a tiny BERT classifier with `callback`; returns the model, its tensors
+    before training and after every step."""
     from datasets import Dataset
     from transformers import (
         AutoModelForSequenceClassification,
@@ -105,33 +104,47 @@ def test_weight_averaging_leaves_the_mean_of_the_last_steps(tiny_bert_dir, tmp_p
         TrainingArguments,
     )
 
-    from training.trainer import _weighted_trainer_cls, weight_averaging_callback
+    from training.trainer import _weighted_trainer_cls
 
     tok = AutoTokenizer.from_pretrained(tiny_bert_dir)
     ds = Dataset.from_dict({"text": [f"word {i} " * (1 + i % 5) for i in range(24)], "labels": [i % 2 for i in range(24)]})
     ds = ds.map(lambda b: tok(b["text"], truncation=True, max_length=32), batched=True, remove_columns=["text"])
     model = AutoModelForSequenceClassification.from_pretrained(tiny_bert_dir, num_labels=2)
-    for p in model.bert.embeddings.parameters():
-        p.requires_grad_(False)
-    frozen = model.bert.embeddings.word_embeddings.weight.detach().clone()
+    if prepare is not None:
+        prepare(model)
+    start = {n: p.detach().clone() for n, p in model.named_parameters()}
     seen: list[dict] = []
 
     class Record(TrainerCallback):
         def on_step_end(self, args, state, control, model=None, **kwargs):
-            seen.append({n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad})
+            seen.append({n: p.detach().clone() for n, p in model.named_parameters()})
 
     args = TrainingArguments(output_dir=str(tmp_path), per_device_train_batch_size=4, max_steps=6, learning_rate=1e-2,
                              report_to=[], use_cpu=True, save_strategy="no", logging_strategy="no")
     trainer = _weighted_trainer_cls()(model=model, args=args, train_dataset=ds, processing_class=tok,
-                                      data_collator=DataCollatorWithPadding(tok),
-                                      callbacks=[Record(), weight_averaging_callback(0.5)])
+                                      data_collator=DataCollatorWithPadding(tok), callbacks=[Record(), callback])
     trainer.train()
     assert len(seen) == 6
-    name = "classifier.weight"
+    return model, start, seen
+
+
+def test_weight_averaging_leaves_the_mean_of_the_last_steps(tiny_bert_dir, tmp_path):
+    """train.swa_start: after training, every trainable tensor is the mean of its values after each optimizer
+    step from swa_start x the planned steps on; frozen tensors are untouched."""
+    import torch
+
+    from training.trainer import weight_averaging_callback
+
+    def freeze_embeddings(model):
+        for p in model.bert.embeddings.parameters():
+            p.requires_grad_(False)
+
+    model, start, seen = _train_six_steps(tiny_bert_dir, tmp_path, weight_averaging_callback(0.5), freeze_embeddings)
+    name, frozen = "classifier.weight", "bert.embeddings.word_embeddings.weight"
     expected = torch.stack([s[name] for s in seen[2:]]).mean(0)  # steps 3-6: global_step >= 0.5 x 6
     assert not torch.allclose(seen[-1][name], expected)  # the weights moved, so the mean is not the last step
     assert torch.allclose(dict(model.named_parameters())[name].detach(), expected, atol=1e-6)
-    assert torch.equal(model.bert.embeddings.word_embeddings.weight.detach(), frozen)
+    assert torch.equal(dict(model.named_parameters())[frozen].detach(), start[frozen])
 
 
 def test_swa_start_is_checked():
@@ -146,36 +159,11 @@ def test_head_first_trains_only_the_head_then_everything(tiny_bert_dir, tmp_path
     """train.head_first: in the first head_first x planned steps the encoder's tensors do not move and the head's
     do; afterwards the encoder trains as well (its tensors requires_grad again)."""
     import torch
-    from datasets import Dataset
-    from transformers import (
-        AutoModelForSequenceClassification,
-        AutoTokenizer,
-        DataCollatorWithPadding,
-        TrainerCallback,
-        TrainingArguments,
-    )
 
-    from training.trainer import _weighted_trainer_cls, head_first_callback
+    from training.trainer import head_first_callback
 
-    tok = AutoTokenizer.from_pretrained(tiny_bert_dir)
-    ds = Dataset.from_dict({"text": [f"word {i} " * (1 + i % 5) for i in range(24)], "labels": [i % 2 for i in range(24)]})
-    ds = ds.map(lambda b: tok(b["text"], truncation=True, max_length=32), batched=True, remove_columns=["text"])
-    model = AutoModelForSequenceClassification.from_pretrained(tiny_bert_dir, num_labels=2)
+    model, start, seen = _train_six_steps(tiny_bert_dir, tmp_path, head_first_callback(0.5))
     encoder, head = "bert.encoder.layer.0.attention.self.query.weight", "classifier.weight"
-    start = {n: p.detach().clone() for n, p in model.named_parameters() if n in (encoder, head)}
-    seen: list[dict] = []
-
-    class Record(TrainerCallback):
-        def on_step_end(self, args, state, control, model=None, **kwargs):
-            seen.append({n: p.detach().clone() for n, p in model.named_parameters()})
-
-    args = TrainingArguments(output_dir=str(tmp_path), per_device_train_batch_size=4, max_steps=6, learning_rate=1e-2,
-                             report_to=[], use_cpu=True, save_strategy="no", logging_strategy="no")
-    trainer = _weighted_trainer_cls()(model=model, args=args, train_dataset=ds, processing_class=tok,
-                                      data_collator=DataCollatorWithPadding(tok),
-                                      callbacks=[head_first_callback(0.5), Record()])
-    trainer.train()
-    assert len(seen) == 6
     # steps 1-3 (global_step 0-2 < 0.5 x 6): the head moves, the encoder does not
     assert all(torch.equal(seen[i][encoder], start[encoder]) for i in range(3))
     assert not torch.equal(seen[0][head], start[head])
