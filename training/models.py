@@ -252,11 +252,16 @@ def build_model(path: str, task: str, labels: list[str], lora=None, dropout: flo
             task_type=TaskType.SEQ_CLS if task == "sequence" else TaskType.TOKEN_CLS,
             r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout,
             target_modules=lora_target_modules(config.model_type, lora.target_modules),
-            # New heads train in full; ModernBERT puts a freshly initialised dense+norm `head` before them.
-            modules_to_save=["classifier", "score"] + (["head"] if config.model_type == "modernbert" else []),
+            modules_to_save=head_modules(config.model_type),  # new heads train in full
         )
         model = get_peft_model(model, peft_cfg)
     return model
+
+
+def head_modules(model_type: str) -> list[str]:
+    """The modules a classifier's freshly initialised head is made of (PEFT's modules_to_save; what
+    train.head_first trains alone): ModernBERT puts a dense+norm `head` before its classifier."""
+    return ["classifier", "score"] + (["head"] if model_type == "modernbert" else [])
 
 
 def merge_lora(model):

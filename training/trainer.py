@@ -22,7 +22,7 @@ import numpy as np
 
 from inference.config import save_config
 from training.cli import DeviceError
-from training.models import merge_lora
+from training.models import head_modules, merge_lora
 
 log = logging.getLogger("halugate.training")
 
@@ -205,10 +205,6 @@ def weight_averaging_callback(start: float):
     return WeightAveraging()
 
 
-# the modules a recipe's classification head is made of (training.models: PEFT's modules_to_save)
-HEAD_MODULES = ("classifier", "score", "head")
-
-
 def head_first_callback(until: float):
     """Linear probing, then fine-tuning (Kumar et al., 2022, LP-FT): until `until` x the planned steps only the
     classification head trains, then every trainable tensor does. A randomly initialised head sends large,
@@ -218,9 +214,6 @@ def head_first_callback(until: float):
     released; the learning-rate schedule is the run's own throughout."""
     from transformers import TrainerCallback
 
-    def is_head(name: str) -> bool:
-        return any(part in HEAD_MODULES for part in name.split("."))
-
     class HeadFirst(TrainerCallback):
         def __init__(self):
             self.frozen: list = []
@@ -228,9 +221,11 @@ def head_first_callback(until: float):
         def on_train_begin(self, args, state, control, model=None, **kwargs):
             if model is None or state.global_step >= until * state.max_steps:
                 return control
-            self.frozen = [p for n, p in model.named_parameters() if p.requires_grad and not is_head(n)]
+            heads = set(head_modules(model.config.model_type))
+            self.frozen = [p for n, p in model.named_parameters()
+                           if p.requires_grad and heads.isdisjoint(n.split("."))]
             if len(self.frozen) == sum(1 for p in model.parameters() if p.requires_grad):
-                raise ValueError(f"train.head_first: no head among the trainable tensors (modules {HEAD_MODULES})")
+                raise ValueError(f"train.head_first: no head among the trainable tensors (modules {sorted(heads)})")
             for p in self.frozen:
                 p.requires_grad_(False)
             log.info("head first: only the classification head trains until step %d of %d",
@@ -308,7 +303,7 @@ def train(model, tokenizer, train_ds, dev_ds, cfg, out: Path, compute_metrics, d
         processing_class=tokenizer, data_collator=data_collator, compute_metrics=compute_metrics,
         callbacks=[_log_callback(out / "train_log.jsonl"), _final_step_callback(),
                    *([weight_averaging_callback(t.swa_start)] if t.swa_start is not None else []),
-                   *([head_first_callback(t.head_first)] if t.head_first else [])],
+                   *([head_first_callback(t.head_first)] if t.head_first is not None else [])],
         loss_weights=loss_weights, loss_fn=loss_fn,
     )
     last = get_last_checkpoint(str(ckpt_dir)) if ckpt_dir.is_dir() else None
