@@ -123,7 +123,8 @@ def run_fold(cfg, fold: int, train_recs: list[SpanRecord], test_recs: list[SpanR
     hm = gate.settings.hallucination_mitigation.hallucination_model
     c = cfg.calibration
     cal, table, by_mode = fit_calibration(calib, predict(gate, calib), hm, c.window_aggregation, c.combiner,
-                                          c.smoothing, c.selection, c.task_indicators, c.span_extension)
+                                          c.smoothing, c.selection, c.task_indicators, c.span_extension,
+                                          c.small_tasks)
     detector_json = out / "detector.json"  # the fold's model dir then carries the calibration it was scored with
     old = json.loads(detector_json.read_text()) if detector_json.is_file() else {}
     write_json(detector_json, {**old, "calibration": cal.to_dict(),
@@ -253,7 +254,7 @@ def pooled_calibration(cfg, oof: dict[int, tuple[list[SpanRecord], list]], folds
     raws = [p for j in folds for p in oof[j][1]]
     c = cfg.calibration
     cal, _, _ = fit_calibration(recs, raws, hm, c.window_aggregation, c.combiner, c.smoothing, c.selection,
-                                c.task_indicators, c.span_extension)
+                                c.task_indicators, c.span_extension, c.small_tasks)
     return cal
 
 

@@ -57,7 +57,7 @@ def fold_calibrations(gate, cfg, calib, model_alone: bool) -> dict[tuple[str, st
     raw = predict(gate, calib)
     modes = {"recipe": c.combiner, **({"off": ["off"]} if model_alone else {})}
     return {(agg, name): fit_calibration(calib, raw, hm, (agg,), combiner, c.smoothing, c.selection,
-                                         c.task_indicators, c.span_extension)[0]
+                                         c.task_indicators, c.span_extension, c.small_tasks)[0]
             for agg in AGGREGATIONS for name, combiner in modes.items()}
 
 

@@ -152,3 +152,52 @@ def test_thresholds_are_fitted_on_the_models_own_spans_whatever_the_exact_check_
         p.scores.ungrounded = [{**sp, "text": rec.answer[sp["start"]:sp["end"]]} for sp in rec.spans]
     with_check, _, _ = fit_calibration(recs, raw, hm, ["max"], ["off"], [0])
     assert with_check.threshold == without.threshold
+
+
+def _qa_and_summary(qa_faithful_prob: float, qa_hallucinated_prob: float = 0.9):
+    """24 Summary answers (12 hallucinated: qualifies for its own threshold) whose "1950" sits at 0.4 when
+    hallucinated and every other token at 0.05, and 6 QA answers (2 hallucinated: too few) whose every token sits
+    at `qa_faithful_prob` but the hallucinated "1950" at `qa_hallucinated_prob`."""
+    import re
+
+    from inference.detector_stage import DetectorScores
+    from inference.grounding import grounding_features
+    from training.detector_scoring import Prediction
+
+    recs, raw = [], []
+    for i in range(30):
+        task, bad = ("Summary", i % 2 == 0) if i < 24 else ("QA", i < 26)
+        recs.append(SpanRecord(id=f"r{i}", context=CONTEXT, answer=ANSWER, task_type=task, source="x",
+                               spans=[{"start": 23, "end": 27, "text": "1950"}] if bad else [],
+                               meta={"source_id": str(i)}))
+        offsets = [(m.start(), m.end()) for m in re.finditer(r"\w+|[^\w\s]", ANSWER)]
+        low, high = (qa_faithful_prob, qa_hallucinated_prob) if task == "QA" else (0.05, 0.4)
+        probs = np.array([high if bad and b == 23 else low for b, _ in offsets])
+        g = grounding_features(ANSWER, CONTEXT, None, offsets)
+        raw.append(Prediction(DetectorScores(offsets, probs, probs, g, 1, task, [probs]), []))
+    return recs, raw
+
+
+def test_a_task_too_small_for_its_own_threshold_may_only_get_a_stricter_one():
+    from inference.settings import InferenceSettings
+    from training.detector_scoring import tasks_with_own_threshold
+
+    hm = InferenceSettings().hallucination_mitigation.hallucination_model
+    # QA's faithful tokens at 0.45: the global threshold (at most 0.4, for the 24 Summary answers) flags every QA
+    # answer; QA's own threshold (fitted on its six answers) is higher, and "stricter" takes it
+    recs, raw = _qa_and_summary(0.45)
+    assert sorted(tasks_with_own_threshold(recs)) == ["Summary"]
+    plain, _, _ = fit_calibration(recs, raw, hm, ["max"], ["off"], [0])
+    strict, table, _ = fit_calibration(recs, raw, hm, ["max"], ["off"], [0], small_tasks="stricter")
+    assert "QA" not in (plain.task_thresholds or {})
+    assert plain.threshold <= 0.4 and 0.45 < strict.task_thresholds["QA"] <= 0.9
+    assert strict.threshold == plain.threshold
+    assert [row["small_task_thresholds"] for row in table if "selected" in row] == [{"QA": strict.task_thresholds["QA"]}]
+    # QA's answers separate below the global threshold: its own best is not above it, so nothing changes
+    recs, raw = _qa_and_summary(0.01, 0.2)
+    low, _, _ = fit_calibration(recs, raw, hm, ["max"], ["off"], [0], small_tasks="stricter")
+    assert "QA" not in (low.task_thresholds or {})
+    with pytest.raises(ValueError, match="calibration.small_tasks"):
+        fit_calibration(recs, raw, hm, ["max"], ["off"], [0], small_tasks="looser")
+    with pytest.raises(ValueError, match="calibration.small_tasks"):
+        CalibrationConfig(small_tasks="looser").validate()

@@ -44,6 +44,7 @@ from training.data.synthetic import TRANSFORMS, generate_synthetic
 from training.detector_scoring import (
     COMBINER_MODES,
     SELECTIONS,
+    SMALL_TASKS,
     TASK_INDICATORS,
     calibrate,
     evaluate,
@@ -148,6 +149,9 @@ class CalibrationConfig:
     # a flagged span grows over neighbours with P >= this x the threshold (hysteresis); the thresholds are fitted
     # with it and detector.json records it (docs/detector.md, "Span extension"); 1.0: none
     span_extension: float = 0.5
+    # global: a task type too small for its own threshold uses the global one; stricter: its own when higher
+    # (training.detector_scoring.SMALL_TASKS)
+    small_tasks: str = "global"
 
     def validate(self):
         if set(self.window_aggregation) - {"max", "min", "mean"} or not self.window_aggregation:
@@ -161,6 +165,8 @@ class CalibrationConfig:
         if self.task_indicators not in TASK_INDICATORS:
             raise ValueError(f"calibration.task_indicators: one of {', '.join(TASK_INDICATORS)}, "
                              f"got {self.task_indicators!r}")
+        if self.small_tasks not in SMALL_TASKS:
+            raise ValueError(f"calibration.small_tasks: one of {', '.join(SMALL_TASKS)}, got {self.small_tasks!r}")
         for width in self.smoothing:
             Calibration(smoothing=width)  # the runtime's own check of one width
         Calibration(span_extension=self.span_extension)
@@ -429,7 +435,7 @@ def train_and_calibrate(cfg: DetectorConfig, train_recs: list[SpanRecord], dev_r
     c = cfg.calibration
     if c.enabled and dev_recs and calibrate_run:
         calibration, table, _ = calibrate(out, dev_recs, c.window_aggregation, c.combiner, c.smoothing,
-                                          c.selection, c.task_indicators, c.span_extension)
+                                          c.selection, c.task_indicators, c.span_extension, c.small_tasks)
     write_json(out / "detector.json", {
         "format": "[CLS] context [SEP] question [SEP] answer [SEP] (inference.spans)",
         "max_length": ml, "threshold": cfg.eval.threshold, "min_span_chars": cfg.eval.min_span_chars,
@@ -489,7 +495,7 @@ def recalibrate_run(cfg: DetectorConfig) -> None:
                         f"{detector_json['calibration_records']}: the data changed; train again instead")
     c = cfg.calibration
     calibration, table, _ = calibrate(out, dev_recs, c.window_aggregation, c.combiner, c.smoothing, c.selection,
-                                      c.task_indicators, c.span_extension)
+                                      c.task_indicators, c.span_extension, c.small_tasks)
     fields = {"calibration": calibration.to_dict(), "calibration_candidates": table,
               "calibration_records": len(dev_recs)}
     write_json(out / "detector.json", {**detector_json, **fields})

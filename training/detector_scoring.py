@@ -178,7 +178,7 @@ COMBINER_MODES = {"off": None, "on": DEFAULT_COMBINER_FEATURES,
 # A threshold trades missed hallucinations against false alarms, so a task type gets its own only when its
 # calibration responses hold enough of both: with RAGTruth's QA share (~17%, 1 in 5 hallucinated) a 15%
 # calibration split has ~2-3 hallucinated QA answers, and thresholds fitted on them swung from 0.15 to 0.6
-# between folds. Task types below the floor use the global threshold.
+# between folds. Task types below the floor use the global threshold, or a stricter one of their own (SMALL_TASKS).
 MIN_TASK_CLASS_RECORDS = 10
 
 
@@ -195,6 +195,40 @@ def tasks_with_own_threshold(records: list[SpanRecord]) -> dict[str, list[int]]:
         if min(positive, len(idx) - positive) >= MIN_TASK_CLASS_RECORDS:
             out[task] = idx
     return out
+
+
+# What a task type too small for a threshold of its own (tasks_with_own_threshold) gets (`calibration.small_tasks`):
+# "global", the global threshold; "stricter", its own best threshold on its few calibration responses when that is
+# higher than the global one, else the global one. Why one-sided: the global threshold is set where most responses
+# are (RAGTruth's Data2txt and Summary, with more hallucinations than QA), and at it a QA answer was flagged 23
+# times in 24 in one CV fold; a few responses may show that a task needs more evidence, while a lower threshold
+# fitted on two or three hallucinated answers swung widely (above). Measured on the offline recipe's CV folds
+# (docs/detector.md, "A stricter threshold for a task too small for its own", session 35).
+SMALL_TASKS = ("global", "stricter")
+
+
+def stricter_small_task_thresholds(records: list[SpanRecord], raw: list[Prediction], settings,
+                                   cal: Calibration) -> tuple[Calibration, dict[str, float]]:
+    """`cal` with a threshold for each task type that does not qualify for its own (tasks_with_own_threshold) but
+    has both hallucinated and faithful calibration responses, where the threshold that maximises the objective on
+    those responses (among equals the highest, as _best_threshold everywhere) is above `cal.threshold`; and those
+    thresholds (empty: `cal` unchanged)."""
+    qualified = tasks_with_own_threshold(records)
+    by_task: dict[str, list[int]] = {}
+    for i, rec in enumerate(records):
+        if rec.task_type and rec.task_type not in qualified:
+            by_task.setdefault(rec.task_type, []).append(i)
+    preds = apply_calibration(records, raw, settings, cal)
+    stricter = {}
+    for task, idx in sorted(by_task.items()):
+        positive = sum(1 for i in idx if records[i].spans)
+        if 0 < positive < len(idx):
+            own = _best_threshold([records[i] for i in idx], [preds[i] for i in idx], settings, cal)[0]
+            if own > cal.threshold:
+                stricter[task] = own
+    if not stricter:
+        return cal, {}
+    return replace(cal, task_thresholds={**(cal.task_thresholds or {}), **stricter}), stricter
 
 
 # Which task-type indicators the combiner may use (`calibration.task_indicators`): "qualified", those of the
@@ -278,7 +312,7 @@ def select_one_se(objectives: list[float], complexities: list[int], stats: list[
 
 def fit_calibration(records: list[SpanRecord], raw: list[Prediction], settings, aggregations=("max", "min"),
                     combiner_modes=("off", "on"), smoothings=(0,), selection: str = "best",
-                    task_indicators: str = "qualified", span_extension: float = 1.0
+                    task_indicators: str = "qualified", span_extension: float = 1.0, small_tasks: str = "global"
                     ) -> tuple[Calibration, list[dict], dict[str, Calibration]]:
     """Choose window aggregation, combiner, smoothing and thresholds (global and per task type) on calibration
     records; spans are built with `span_extension` (inference.detector_stage.extension_of), which every candidate
@@ -289,11 +323,14 @@ def fit_calibration(records: list[SpanRecord], raw: list[Prediction], settings, 
     "all" (also the word- and sentence-level absences), "copy" (also the copy, pair and position signals,
     inference.grounding.COPY_FEATURES). Smoothings: widths of the moving average over answer
     tokens applied after the combiner (inference.detector_stage.smooth; 0 = none). `selection`: "best" or
-    "one_se" (see SELECTIONS); `task_indicators`: see TASK_INDICATORS. Returns the chosen calibration, the
+    "one_se" (see SELECTIONS); `task_indicators`: see TASK_INDICATORS; `small_tasks`: see SMALL_TASKS (applied to
+    the chosen candidate). Returns the chosen calibration, the
     table of every candidate's objective, and the best calibration of each combiner mode.
     """
     if selection not in SELECTIONS:
         raise ValueError(f"calibration.selection: one of {', '.join(SELECTIONS)}, got {selection!r}")
+    if small_tasks not in SMALL_TASKS:
+        raise ValueError(f"calibration.small_tasks: one of {', '.join(SMALL_TASKS)}, got {small_tasks!r}")
     # The thresholds are the model's, chosen on its own spans: the exact check's spans (flag_ungrounded) are
     # added at inference, not traded against a higher threshold (docs/detector.md, "Grounding signals, strict")
     settings = replace(settings, flag_ungrounded=False)
@@ -345,6 +382,8 @@ def fit_calibration(records: list[SpanRecord], raw: list[Prediction], settings, 
         chosen = int(np.argmax(objectives))  # the first of equals: the global threshold before per-task ones
     obj, _, best, _, row = candidates[chosen]
     row["selected"] = "task_thresholds" if best.task_thresholds else "global_threshold"
+    if small_tasks == "stricter":
+        best, row["small_task_thresholds"] = stricter_small_task_thresholds(records, raw, settings, best)
     log.info("calibration (%s): %s (objective %.4f on %d records; best candidate %.4f)", selection,
              {**best.to_dict(), "combiner": bool(best.combiner)}, obj, len(records), max(objectives))
     return best, table, {m: c for m, (_, c) in best_by_mode.items()}
@@ -352,13 +391,13 @@ def fit_calibration(records: list[SpanRecord], raw: list[Prediction], settings, 
 
 def calibrate(model_dir: str | Path, records: list[SpanRecord], aggregations=("max", "min"),
               combiner_modes=("off", "on"), smoothings=(0,), selection: str = "best",
-              task_indicators: str = "qualified", span_extension: float = 1.0
+              task_indicators: str = "qualified", span_extension: float = 1.0, small_tasks: str = "global"
               ) -> tuple[Calibration, list[dict], dict[str, Calibration]]:
     """fit_calibration on a model dir's runtime predictions (one model pass over the records)."""
     gate = runtime_gate(model_dir, calibration=Calibration())
     raw = predict(gate, records)
     return fit_calibration(records, raw, gate.settings.hallucination_mitigation.hallucination_model, aggregations,
-                           combiner_modes, smoothings, selection, task_indicators, span_extension)
+                           combiner_modes, smoothings, selection, task_indicators, span_extension, small_tasks)
 
 
 def metrics_of(records: list[SpanRecord], preds: list[Prediction], settings, cal: Calibration) -> dict:
