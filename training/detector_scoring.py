@@ -202,8 +202,9 @@ def tasks_with_own_threshold(records: list[SpanRecord]) -> dict[str, list[int]]:
 # higher than the global one, else the global one. Why one-sided: the global threshold is set where most responses
 # are (RAGTruth's Data2txt and Summary, with more hallucinations than QA), and at it a QA answer was flagged 23
 # times in 24 in one CV fold; a few responses may show that a task needs more evidence, while a lower threshold
-# fitted on two or three hallucinated answers swung widely (above). Measured on the offline recipe's CV folds
-# (docs/detector.md, "A stricter threshold for a task too small for its own", session 35).
+# fitted on two or three hallucinated answers swung widely (above). Measured on the offline and the demo recipes'
+# CV folds, where they disagreed: on in the offline recipe only (docs/detector.md, "A stricter threshold for a task
+# too small for its own", session 35).
 SMALL_TASKS = ("global", "stricter")
 
 
