@@ -91,7 +91,6 @@ def test_attention_dropout_is_validated():
         ModelConfig(attention_dropout=1.5).validate()
 
 
-@pytest.mark.slow
 def _train_six_steps(tiny_bert_dir, tmp_path, callback, prepare=None):
     """Six steps of the recipes' trainer on a tiny BERT classifier with `callback`; returns the model, its tensors
     before training and after every step."""

@@ -182,19 +182,21 @@ COMBINER_MODES = {"off": None, "on": DEFAULT_COMBINER_FEATURES,
 MIN_TASK_CLASS_RECORDS = 10
 
 
-def tasks_with_own_threshold(records: list[SpanRecord]) -> dict[str, list[int]]:
-    """Task type -> indices of its records, for the task types with at least MIN_TASK_CLASS_RECORDS
-    hallucinated and as many faithful responses (records without a task type never qualify)."""
+def _records_by_task(records: list[SpanRecord]) -> dict[str, tuple[list[int], int]]:
+    """Task type -> (indices of its records, how many of them are hallucinated), sorted by task type; records
+    without a task type are left out."""
     by_task: dict[str, list[int]] = {}
     for i, rec in enumerate(records):
         if rec.task_type:
             by_task.setdefault(rec.task_type, []).append(i)
-    out = {}
-    for task, idx in sorted(by_task.items()):
-        positive = sum(1 for i in idx if records[i].spans)
-        if min(positive, len(idx) - positive) >= MIN_TASK_CLASS_RECORDS:
-            out[task] = idx
-    return out
+    return {task: (idx, sum(1 for i in idx if records[i].spans)) for task, idx in sorted(by_task.items())}
+
+
+def tasks_with_own_threshold(records: list[SpanRecord]) -> dict[str, list[int]]:
+    """Task type -> indices of its records, for the task types with at least MIN_TASK_CLASS_RECORDS
+    hallucinated and as many faithful responses (records without a task type never qualify)."""
+    return {task: idx for task, (idx, positive) in _records_by_task(records).items()
+            if min(positive, len(idx) - positive) >= MIN_TASK_CLASS_RECORDS}
 
 
 # What a task type too small for a threshold of its own (tasks_with_own_threshold) gets (`calibration.small_tasks`):
@@ -215,15 +217,10 @@ def stricter_small_task_thresholds(records: list[SpanRecord], raw: list[Predicti
     those responses (among equals the highest, as _best_threshold everywhere) is above `cal.threshold`; and those
     thresholds (empty: `cal` unchanged)."""
     qualified = tasks_with_own_threshold(records)
-    by_task: dict[str, list[int]] = {}
-    for i, rec in enumerate(records):
-        if rec.task_type and rec.task_type not in qualified:
-            by_task.setdefault(rec.task_type, []).append(i)
     preds = apply_calibration(records, raw, settings, cal)
     stricter = {}
-    for task, idx in sorted(by_task.items()):
-        positive = sum(1 for i in idx if records[i].spans)
-        if 0 < positive < len(idx):
+    for task, (idx, positive) in _records_by_task(records).items():
+        if task not in qualified and 0 < positive < len(idx):
             own = _best_threshold([records[i] for i in idx], [preds[i] for i in idx], settings, cal)[0]
             if own > cal.threshold:
                 stricter[task] = own
