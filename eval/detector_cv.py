@@ -122,9 +122,7 @@ def run_fold(cfg, fold: int, train_recs: list[SpanRecord], test_recs: list[SpanR
     gate = runtime_gate(out, calibration=Calibration())
     hm = gate.settings.hallucination_mitigation.hallucination_model
     c = cfg.calibration
-    cal, table, by_mode = fit_calibration(calib, predict(gate, calib), hm, c.window_aggregation, c.combiner,
-                                          c.smoothing, c.selection, c.task_indicators, c.span_extension,
-                                          c.small_tasks)
+    cal, table, by_mode = fit_calibration(calib, predict(gate, calib), hm, **c.choices())
     detector_json = out / "detector.json"  # the fold's model dir then carries the calibration it was scored with
     old = json.loads(detector_json.read_text()) if detector_json.is_file() else {}
     write_json(detector_json, {**old, "calibration": cal.to_dict(),
@@ -253,8 +251,7 @@ def pooled_calibration(cfg, oof: dict[int, tuple[list[SpanRecord], list]], folds
     recs = [r for j in folds for r in oof[j][0]]
     raws = [p for j in folds for p in oof[j][1]]
     c = cfg.calibration
-    cal, _, _ = fit_calibration(recs, raws, hm, c.window_aggregation, c.combiner, c.smoothing, c.selection,
-                                c.task_indicators, c.span_extension, c.small_tasks)
+    cal, _, _ = fit_calibration(recs, raws, hm, **c.choices())
     return cal
 
 

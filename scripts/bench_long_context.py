@@ -56,8 +56,8 @@ def fold_calibrations(gate, cfg, calib, model_alone: bool) -> dict[tuple[str, st
     c = cfg.calibration
     raw = predict(gate, calib)
     modes = {"recipe": c.combiner, **({"off": ["off"]} if model_alone else {})}
-    return {(agg, name): fit_calibration(calib, raw, hm, (agg,), combiner, c.smoothing, c.selection,
-                                         c.task_indicators, c.span_extension, c.small_tasks)[0]
+    return {(agg, name): fit_calibration(calib, raw, hm, **{**c.choices(), "aggregations": (agg,),
+                                                            "combiner_modes": combiner})[0]
             for agg in AGGREGATIONS for name, combiner in modes.items()}
 
 

@@ -116,8 +116,7 @@ def probe_prior(args, hm) -> dict:
         test_p = with_prior(test, test_raw, prior)
         for arm, modes in arms.items():
             for kind, (recs, preds) in sources.items():
-                cal, _, _ = fit_calibration(recs, preds, hm, c.window_aggregation, modes, c.smoothing, c.selection,
-                                            c.task_indicators, c.span_extension, c.small_tasks)
+                cal, _, _ = fit_calibration(recs, preds, hm, **{**c.choices(), "combiner_modes": modes})
                 m = metrics_of(test, apply_calibration(test, test_p, hm, cal), hm, cal)
                 row = {f"{lvl}_f1": m["levels"][lvl]["overall"]["f1"] for lvl in ("example", "span", "token")}
                 row.update({f"auroc_{t}": m["auroc"].get(t) for t in TASKS},

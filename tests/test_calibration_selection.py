@@ -201,3 +201,21 @@ def test_a_task_too_small_for_its_own_threshold_may_only_get_a_stricter_one():
         fit_calibration(recs, raw, hm, ["max"], ["off"], [0], small_tasks="looser")
     with pytest.raises(ValueError, match="calibration.small_tasks"):
         CalibrationConfig(small_tasks="looser").validate()
+
+
+def test_the_calibration_section_names_every_choice_it_passes():
+    """CalibrationConfig.choices() is what every call site hands fit_calibration / calibrate: each key must be one
+    of their parameters (a misspelt or new one fails here, not in a 66-minute CV) and each value its field's."""
+    import inspect
+
+    from training.detector import CalibrationConfig
+    from training.detector_scoring import fit_calibration
+
+    section = CalibrationConfig(window_aggregation=["min"], combiner=["on"], smoothing=[0, 3], selection="one_se",
+                                task_indicators="all", span_extension=0.7, small_tasks="stricter")
+    choices = section.choices()
+    params = inspect.signature(fit_calibration).parameters
+    assert set(choices) <= set(params) and set(params) - set(choices) == {"records", "raw", "settings"}
+    assert choices == {"aggregations": ["min"], "combiner_modes": ["on"], "smoothings": [0, 3],
+                       "selection": "one_se", "task_indicators": "all", "span_extension": 0.7,
+                       "small_tasks": "stricter"}

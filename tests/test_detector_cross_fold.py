@@ -51,9 +51,9 @@ def test_each_fold_is_calibrated_on_the_other_folds_only(oof, tmp_path, monkeypa
     seen = []
     real = cv.fit_calibration
 
-    def spy(records, raw, *args):
+    def spy(records, raw, *args, **kwargs):
         seen.append({r.id for r in records})
-        return real(records, raw, *args)
+        return real(records, raw, *args, **kwargs)
 
     monkeypatch.setattr(cv, "fit_calibration", spy)
     for fold in oof:

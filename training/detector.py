@@ -171,6 +171,13 @@ class CalibrationConfig:
             Calibration(smoothing=width)  # the runtime's own check of one width
         Calibration(span_extension=self.span_extension)
 
+    def choices(self) -> dict:
+        """The keyword arguments of training.detector_scoring.fit_calibration / calibrate that this section sets
+        (every call site passes them by name, so a new option cannot land in another's place)."""
+        return {"aggregations": self.window_aggregation, "combiner_modes": self.combiner,
+                "smoothings": self.smoothing, "selection": self.selection, "task_indicators": self.task_indicators,
+                "span_extension": self.span_extension, "small_tasks": self.small_tasks}
+
 
 @dataclass
 class DetectorConfig:
@@ -434,8 +441,7 @@ def train_and_calibrate(cfg: DetectorConfig, train_recs: list[SpanRecord], dev_r
     calibration, table = None, []
     c = cfg.calibration
     if c.enabled and dev_recs and calibrate_run:
-        calibration, table, _ = calibrate(out, dev_recs, c.window_aggregation, c.combiner, c.smoothing,
-                                          c.selection, c.task_indicators, c.span_extension, c.small_tasks)
+        calibration, table, _ = calibrate(out, dev_recs, **c.choices())
     write_json(out / "detector.json", {
         "format": "[CLS] context [SEP] question [SEP] answer [SEP] (inference.spans)",
         "max_length": ml, "threshold": cfg.eval.threshold, "min_span_chars": cfg.eval.min_span_chars,
@@ -494,8 +500,7 @@ def recalibrate_run(cfg: DetectorConfig) -> None:
         raise DataError(f"the dev split now has {len(dev_recs)} records, the run calibrated on "
                         f"{detector_json['calibration_records']}: the data changed; train again instead")
     c = cfg.calibration
-    calibration, table, _ = calibrate(out, dev_recs, c.window_aggregation, c.combiner, c.smoothing, c.selection,
-                                      c.task_indicators, c.span_extension, c.small_tasks)
+    calibration, table, _ = calibrate(out, dev_recs, **c.choices())
     fields = {"calibration": calibration.to_dict(), "calibration_candidates": table,
               "calibration_records": len(dev_recs)}
     write_json(out / "detector.json", {**detector_json, **fields})

@@ -387,15 +387,13 @@ def fit_calibration(records: list[SpanRecord], raw: list[Prediction], settings, 
     return best, table, {m: c for m, (_, c) in best_by_mode.items()}
 
 
-def calibrate(model_dir: str | Path, records: list[SpanRecord], aggregations=("max", "min"),
-              combiner_modes=("off", "on"), smoothings=(0,), selection: str = "best",
-              task_indicators: str = "qualified", span_extension: float = 1.0, small_tasks: str = "global"
+def calibrate(model_dir: str | Path, records: list[SpanRecord], **choices
               ) -> tuple[Calibration, list[dict], dict[str, Calibration]]:
-    """fit_calibration on a model dir's runtime predictions (one model pass over the records)."""
+    """fit_calibration on a model dir's runtime predictions (one model pass over the records); `choices` are
+    fit_calibration's keyword arguments (training.detector.CalibrationConfig.choices)."""
     gate = runtime_gate(model_dir, calibration=Calibration())
     raw = predict(gate, records)
-    return fit_calibration(records, raw, gate.settings.hallucination_mitigation.hallucination_model, aggregations,
-                           combiner_modes, smoothings, selection, task_indicators, span_extension, small_tasks)
+    return fit_calibration(records, raw, gate.settings.hallucination_mitigation.hallucination_model, **choices)
 
 
 def metrics_of(records: list[SpanRecord], preds: list[Prediction], settings, cal: Calibration) -> dict:
