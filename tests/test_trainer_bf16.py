@@ -176,3 +176,35 @@ def test_head_first_is_checked():
     with pytest.raises(ValueError, match="train.head_first"):
         TrainArgs(head_first=1.0).validate()
     TrainArgs(head_first=0.25).validate()
+
+
+def test_label_smoothing_reaches_the_loss_and_is_checked(tiny_bert_dir):
+    """train.label_smoothing: the trainer's loss is torch's smoothed cross-entropy (class weights kept), and the
+    option is refused where a recipe brings its own loss (it would silently do nothing there)."""
+    import torch
+    from transformers import AutoModelForSequenceClassification, TrainingArguments
+
+    from training.config import TrainArgs
+    from training.trainer import _weighted_trainer_cls
+
+    model = AutoModelForSequenceClassification.from_pretrained(tiny_bert_dir, num_labels=2)
+    inputs = {"input_ids": torch.tensor([[2, 15, 27, 3], [2, 44, 8, 3]]), "labels": torch.tensor([1, 0])}
+    with torch.no_grad():
+        logits = model(input_ids=inputs["input_ids"]).logits
+    args = TrainingArguments(output_dir="/tmp/unused", report_to=[], use_cpu=True)
+
+    def loss(eps):
+        trainer = _weighted_trainer_cls()(model=model, args=args, loss_weights=[1.0, 3.0], label_smoothing=eps)
+        with torch.no_grad():
+            return float(trainer.compute_loss(model, dict(inputs)))
+
+    weight = torch.tensor([1.0, 3.0])
+    for eps in (0.0, 0.2):
+        expected = torch.nn.functional.cross_entropy(logits, inputs["labels"], weight=weight, label_smoothing=eps)
+        assert loss(eps) == pytest.approx(float(expected), rel=1e-5)
+    assert loss(0.2) != pytest.approx(loss(0.0))
+    with pytest.raises(ValueError, match="train.label_smoothing"):
+        _weighted_trainer_cls()(model=model, args=args, loss_fn=lambda *a: None, label_smoothing=0.1)
+    with pytest.raises(ValueError, match="train.label_smoothing"):
+        TrainArgs(label_smoothing=1.0).validate()
+    TrainArgs(label_smoothing=0.1).validate()

@@ -66,6 +66,10 @@ class TrainArgs:
     # the classification head trains (the encoder, its LoRA adapters included, is frozen), then everything that
     # is trainable does (training.trainer.head_first_callback).
     head_first: float | None = None
+    # Label smoothing of the cross-entropy (0.0 = off): the target puts 1 - eps on the gold class and spreads eps
+    # over all classes, so the model is not pushed to certainty on prompts whose style alone gives the label
+    # (Szegedy et al., 2016; Mueller et al., 2019). Not with a custom loss (the Explainer's two-way mask).
+    label_smoothing: float = 0.0
 
     def validate(self):
         if self.learning_rate <= 0:
@@ -74,6 +78,8 @@ class TrainArgs:
             value = getattr(self, name)
             if value is not None and not 0.0 <= value < 1.0:
                 raise ValueError(f"train.{name}: must be null or in [0, 1), got {value}")
+        if not 0.0 <= self.label_smoothing < 1.0:
+            raise ValueError(f"train.label_smoothing: must be in [0, 1), got {self.label_smoothing}")
         if self.batch_size <= 0 or self.eval_batch_size <= 0:
             raise ValueError("train.batch_size: must be positive")
 

@@ -92,10 +92,13 @@ def _weighted_trainer_cls():
     class WeightedTrainer(Trainer):
         """Cross-entropy with class weights; works for sequence and token classification (-100 ignored)."""
 
-        def __init__(self, *args, loss_weights=None, loss_fn=None, **kwargs):
+        def __init__(self, *args, loss_weights=None, loss_fn=None, label_smoothing: float = 0.0, **kwargs):
             super().__init__(*args, **kwargs)
+            if loss_fn is not None and label_smoothing:
+                raise ValueError("train.label_smoothing: not supported with this recipe's own loss; set it to 0")
             self.loss_weights = loss_weights
             self.loss_fn = loss_fn  # optional (logits, labels, weight) -> loss, e.g. the Explainer's two-way mask
+            self.label_smoothing = label_smoothing
 
         def compute_loss(self, model, inputs, return_outputs=False, **kwargs):
             labels = inputs.pop("labels")
@@ -108,7 +111,8 @@ def _weighted_trainer_cls():
                 loss = self.loss_fn(logits, labels, weight)
             else:
                 loss = torch.nn.functional.cross_entropy(
-                    logits.reshape(-1, logits.shape[-1]), labels.reshape(-1), weight=weight, ignore_index=-100
+                    logits.reshape(-1, logits.shape[-1]), labels.reshape(-1), weight=weight, ignore_index=-100,
+                    label_smoothing=self.label_smoothing,
                 )
             return (loss, outputs) if return_outputs else loss
 
@@ -304,7 +308,7 @@ def train(model, tokenizer, train_ds, dev_ds, cfg, out: Path, compute_metrics, d
         callbacks=[_log_callback(out / "train_log.jsonl"), _final_step_callback(),
                    *([weight_averaging_callback(t.swa_start)] if t.swa_start is not None else []),
                    *([head_first_callback(t.head_first)] if t.head_first is not None else [])],
-        loss_weights=loss_weights, loss_fn=loss_fn,
+        loss_weights=loss_weights, loss_fn=loss_fn, label_smoothing=t.label_smoothing,
     )
     last = get_last_checkpoint(str(ckpt_dir)) if ckpt_dir.is_dir() else None
     if last:
