@@ -90,7 +90,8 @@ def _weighted_trainer_cls():
     from transformers import Trainer
 
     class WeightedTrainer(Trainer):
-        """Cross-entropy with class weights; works for sequence and token classification (-100 ignored)."""
+        """Cross-entropy with class weights and optional label smoothing; works for sequence and token
+        classification (-100 ignored)."""
 
         def __init__(self, *args, loss_weights=None, loss_fn=None, label_smoothing: float = 0.0, **kwargs):
             super().__init__(*args, **kwargs)
