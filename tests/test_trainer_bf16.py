@@ -178,7 +178,7 @@ def test_head_first_is_checked():
     TrainArgs(head_first=0.25).validate()
 
 
-def test_label_smoothing_reaches_the_loss_and_is_checked(tiny_bert_dir):
+def test_label_smoothing_reaches_the_loss_and_is_checked(tiny_bert_dir, tmp_path):
     """train.label_smoothing: the trainer's loss is torch's smoothed cross-entropy (class weights kept), and the
     option is refused where a recipe brings its own loss (it would silently do nothing there)."""
     import torch
@@ -191,7 +191,7 @@ def test_label_smoothing_reaches_the_loss_and_is_checked(tiny_bert_dir):
     inputs = {"input_ids": torch.tensor([[2, 15, 27, 3], [2, 44, 8, 3]]), "labels": torch.tensor([1, 0])}
     with torch.no_grad():
         logits = model(input_ids=inputs["input_ids"]).logits
-    args = TrainingArguments(output_dir="/tmp/unused", report_to=[], use_cpu=True)
+    args = TrainingArguments(output_dir=str(tmp_path), report_to=[], use_cpu=True)
 
     def loss(eps):
         trainer = _weighted_trainer_cls()(model=model, args=args, loss_weights=[1.0, 3.0], label_smoothing=eps)
