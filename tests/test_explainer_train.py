@@ -37,6 +37,26 @@ def test_two_way_masked_loss_matches_hand_computation():
     assert both == pytest.approx((expected[0] + 3 * expected[1]) / 4, rel=1e-6)
 
 
+def test_two_way_masked_loss_smooths_like_torch():
+    """train.label_smoothing reaches the Explainer's own loss: on three-way rows it is torch's smoothed
+    cross-entropy (weighted or not); a two-way row mixes eps of the uniform target into -log(p_n + p_c)."""
+    torch = pytest.importorskip("torch")
+    logits = torch.tensor([[2.0, 0.0, 0.0], [0.0, 1.0, 1.0], [1.0, 0.0, -1.0], [0.5, -0.5, 0.0]])
+    plain = torch.tensor([0, 1, 2, 1])
+    w = torch.tensor([1.0, 2.0, 0.5])
+    for eps in (0.1, 0.3):
+        assert two_way_masked_loss(logits, plain, label_smoothing=eps).item() == pytest.approx(
+            torch.nn.functional.cross_entropy(logits, plain, label_smoothing=eps).item(), rel=1e-6)
+        assert two_way_masked_loss(logits, plain, w, label_smoothing=eps).item() == pytest.approx(
+            torch.nn.functional.cross_entropy(logits, plain, weight=w, label_smoothing=eps).item(), rel=1e-6)
+    logp = torch.log_softmax(logits[1], -1)
+    expected = 0.9 * -torch.logsumexp(logp[1:], 0) + 0.1 * -logp.mean()
+    assert two_way_masked_loss(logits[1:2], torch.tensor([3]), label_smoothing=0.1).item() == pytest.approx(
+        expected.item(), rel=1e-6)
+    assert two_way_masked_loss(logits, torch.tensor([0, 3, -100, 2]), label_smoothing=0.0).item() == pytest.approx(
+        two_way_masked_loss(logits, torch.tensor([0, 3, -100, 2])).item())
+
+
 def test_two_way_loss_gradient_does_not_prefer_neutral_or_contradiction():
     torch = pytest.importorskip("torch")
     logits = torch.zeros(1, 3, requires_grad=True)

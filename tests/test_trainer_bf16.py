@@ -180,7 +180,8 @@ def test_head_first_is_checked():
 
 def test_label_smoothing_reaches_the_loss_and_is_checked(tiny_bert_dir, tmp_path):
     """train.label_smoothing: the trainer's loss is torch's smoothed cross-entropy (class weights kept), and the
-    option is refused where a recipe brings its own loss (it would silently do nothing there)."""
+    option reaches a recipe's own loss that takes it (the Explainer's two-way mask) and is refused by one that
+    does not (it would silently do nothing there)."""
     import torch
     from transformers import AutoModelForSequenceClassification, TrainingArguments
 
@@ -205,6 +206,17 @@ def test_label_smoothing_reaches_the_loss_and_is_checked(tiny_bert_dir, tmp_path
     assert loss(0.2) != pytest.approx(loss(0.0))
     with pytest.raises(ValueError, match="train.label_smoothing"):
         _weighted_trainer_cls()(model=model, args=args, loss_fn=lambda *a: None, label_smoothing=0.1)
+    seen = {}
+
+    def own_loss(logits, labels, weight, label_smoothing=0.0):
+        seen["eps"] = label_smoothing
+        return torch.nn.functional.cross_entropy(logits, labels, weight=weight, label_smoothing=label_smoothing)
+
+    trainer = _weighted_trainer_cls()(model=model, args=args, loss_weights=[1.0, 3.0], loss_fn=own_loss,
+                                      label_smoothing=0.2)
+    with torch.no_grad():
+        assert float(trainer.compute_loss(model, dict(inputs))) == pytest.approx(loss(0.2), rel=1e-5)
+    assert seen["eps"] == 0.2
     with pytest.raises(ValueError, match="train.label_smoothing"):
         TrainArgs(label_smoothing=1.0).validate()
     TrainArgs(label_smoothing=0.1).validate()

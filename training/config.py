@@ -68,7 +68,7 @@ class TrainArgs:
     head_first: float | None = None
     # Label smoothing of the cross-entropy (0.0 = off): the target puts 1 - eps on the gold class and spreads eps
     # over all classes, so the model is not pushed to certainty on prompts whose style alone gives the label
-    # (Szegedy et al., 2016; Mueller et al., 2019). Not with a custom loss (the Explainer's two-way mask).
+    # (Szegedy et al., 2016; Mueller et al., 2019). The Explainer's two-way masked loss smooths the same way.
     label_smoothing: float = 0.0
 
     def validate(self):

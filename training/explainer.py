@@ -272,11 +272,13 @@ def split_records(records: list[PairRecord], split: SplitConfig, seed: int):
 
 # ---- the two-way loss mask -----------------------------------------------------------------------------------
 
-def two_way_masked_loss(logits, labels, weight=None):
+def two_way_masked_loss(logits, labels, weight=None, label_smoothing: float = 0.0):
     """Cross-entropy over the three classes; rows labelled NOT_ENTAILMENT (3) get -log(p_neutral + p_contradiction).
 
     `weight` (optional) holds per-label weights indexed by the label value (3 or 4 entries; a two-way row
     without its own entry weighs 1). The mean is weighted like torch's cross_entropy; -100 rows are ignored.
+    `label_smoothing` (train.label_smoothing) mixes eps of the uniform target over the three classes into every
+    row, as torch's cross_entropy does: on three-way rows the loss is exactly torch's smoothed, weighted one.
     """
     import torch
 
@@ -289,12 +291,17 @@ def two_way_masked_loss(logits, labels, weight=None):
     nll_two = -torch.logsumexp(logp[:, [1, 2]], dim=-1)
     nll = torch.where(three, nll_three, torch.where(two, nll_two, torch.zeros_like(nll_three)))
     w = (three | two).to(nll.dtype)
+    full = torch.ones(NOT_ENTAILMENT + 1, dtype=nll.dtype, device=nll.device)
     if weight is not None:
-        full = torch.ones(NOT_ENTAILMENT + 1, dtype=nll.dtype, device=nll.device)
         weight = torch.as_tensor(weight, dtype=nll.dtype, device=nll.device)
         full[:len(weight)] = weight[:NOT_ENTAILMENT + 1]
         w = w * full[labels.clamp(0, NOT_ENTAILMENT)]
-    return (nll * w).sum() / w.sum().clamp_min(1e-12)
+    total = (nll * w).sum()
+    if label_smoothing:
+        # torch: (1 - eps) * w[y] * nll + eps / C * sum_c w[c] * -log p_c, divided by the sum of w[y]
+        uniform = -(logp * full[:NOT_ENTAILMENT]).sum(-1) / NOT_ENTAILMENT
+        total = (1 - label_smoothing) * total + label_smoothing * (uniform * (three | two)).sum()
+    return total / w.sum().clamp_min(1e-12)
 
 
 def main(argv=None) -> None:

@@ -85,6 +85,15 @@ def class_weights(labels: list[int], num_labels: int) -> list[float]:
     return (w / w.mean()).tolist()
 
 
+def _accepts_label_smoothing(loss_fn) -> bool:
+    import inspect
+
+    try:
+        return "label_smoothing" in inspect.signature(loss_fn).parameters
+    except (TypeError, ValueError):  # builtins without a signature
+        return False
+
+
 def _weighted_trainer_cls():
     import torch
     from transformers import Trainer
@@ -95,10 +104,11 @@ def _weighted_trainer_cls():
 
         def __init__(self, *args, loss_weights=None, loss_fn=None, label_smoothing: float = 0.0, **kwargs):
             super().__init__(*args, **kwargs)
-            if loss_fn is not None and label_smoothing:
+            if loss_fn is not None and label_smoothing and not _accepts_label_smoothing(loss_fn):
                 raise ValueError("train.label_smoothing: not supported with this recipe's own loss; set it to 0")
             self.loss_weights = loss_weights
-            self.loss_fn = loss_fn  # optional (logits, labels, weight) -> loss, e.g. the Explainer's two-way mask
+            # optional (logits, labels, weight[, label_smoothing=]) -> loss, e.g. the Explainer's two-way mask
+            self.loss_fn = loss_fn
             self.label_smoothing = label_smoothing
 
         def compute_loss(self, model, inputs, return_outputs=False, **kwargs):
@@ -109,7 +119,8 @@ def _weighted_trainer_cls():
             if self.loss_weights is not None:
                 weight = torch.tensor(self.loss_weights, dtype=logits.dtype, device=logits.device)
             if self.loss_fn is not None:
-                loss = self.loss_fn(logits, labels, weight)
+                smoothing = {"label_smoothing": self.label_smoothing} if self.label_smoothing else {}
+                loss = self.loss_fn(logits, labels, weight, **smoothing)
             else:
                 loss = torch.nn.functional.cross_entropy(
                     logits.reshape(-1, logits.shape[-1]), labels.reshape(-1), weight=weight, ignore_index=-100,
