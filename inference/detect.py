@@ -421,6 +421,14 @@ def main(argv: list[str] | None = None) -> int:
                 raise InputError("--answer is required (or --input / --messages)")
             inputs = [{"context": docs, "question": args.question, "answer": args.answer}]
         gate = HaluGate(settings)
+        # A model named on the command line that does not load is a mistake in the command (a mistyped path), not
+        # an outage to report as `unavailable` (what a service does, and what this CLI still does for the models
+        # of the config file): one error line, exit status 2, nothing checked.
+        named = [s.name for s in pipeline() if s.settings_key and getattr(args, s.name, None)]
+        failed = [f"--{name}{'' if getattr(args, name) in gate.load_errors[name] else ' ' + getattr(args, name)}: "
+                  f"{gate.load_errors[name]}" for name in named if name in gate.load_errors]
+        if failed:
+            raise InputError("; ".join(failed))
         results = gate.detect_batch(inputs)
     except (ConfigError, InputError, InputTooLongError, OSError, json.JSONDecodeError) as exc:
         print(f"error: {exc}", file=sys.stderr)

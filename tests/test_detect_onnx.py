@@ -221,6 +221,12 @@ def test_cli_bad_input_is_one_clear_line(tiny):
     assert proc.returncode == 2 and "answer: expected a string, got int" in proc.stderr
     proc = _cli("--config", "nope.yaml", "--answer", "a")
     assert proc.returncode == 2 and "nope.yaml: config file not found" in proc.stderr
+    # a model named on the command line that does not load: the flag and the reason, no result
+    proc = _cli("--detector", str(tiny["detector"]["export"]), "--explainer", "/nonexistent/explainer",
+                "--context", CONTEXT, "--answer", ANSWER)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.strip().endswith(
+        "error: --explainer: /nonexistent/explainer: model directory not found")
 
 
 def test_repository_config_loads_with_overrides(tiny):
