@@ -168,6 +168,16 @@ def pct(values: list[float]) -> dict:
             "n": len(values)}
 
 
+def ratio_interval(theirs: list[float], ours: list[float], n_boot: int = 2000, seed: int = 0) -> list[float]:
+    """95% bootstrap interval of p50(theirs) / p50(ours). The repetitions alternate (one of theirs, then one of
+    ours), so a repetition's pair shares the machine's state and is resampled as a pair: the interval says how
+    far the one-run ratio could move with another draw of the same number of repetitions, not across machines."""
+    a, b = np.asarray(theirs, dtype=float), np.asarray(ours, dtype=float)
+    idx = np.random.default_rng(seed).integers(0, len(a), size=(n_boot, len(a)))
+    ratios = np.median(a[idx], axis=1) / np.median(b[idx], axis=1)
+    return [round(float(v), 2) for v in np.percentile(ratios, [2.5, 97.5])]
+
+
 def char_jaccard(a: list, b: list) -> float:
     """Overlap of the flagged answer characters of two span lists (1.0: the same characters, or none in both)."""
     ca = {i for s, e in a for i in range(s, e)}
@@ -282,14 +292,16 @@ def bench_lettucedetect(models: dict, inputs: dict, args) -> dict:
         a, b = pct(t_ld), pct(t_ours)
         row = {"context_tokens": length, "lettucedetect_ms": a, "ours_ms": b,
                "token_agreement_vs_fp32": token_agreement(ours, ours_fp32, x),
-               "ratio_p50": round(a["p50"] / b["p50"], 2), "lettucedetect_chunks": len(groups),
+               "ratio_p50": round(a["p50"] / b["p50"], 2), "ratio_p50_ci95": ratio_interval(t_ld, t_ours),
+               "lettucedetect_chunks": len(groups),
                "our_windows": r.detector_windows,
                "lettucedetect_spans": [(s["start"], s["end"]) for s in ld_spans], "our_spans": spans_of(r)}
         row["same_spans"] = row["lettucedetect_spans"] == row["our_spans"]
         row["span_char_jaccard"] = char_jaccard(row["lettucedetect_spans"], row["our_spans"])
         out["long_context"].append(row)
         print(f"[bench] lettucedetect ctx={length:5d} p50={a['p50']:9.1f} ms vs ours {b['p50']:9.1f} ms "
-              f"ratio={row['ratio_p50']:.2f} chunks={len(groups)} windows={r.detector_windows} "
+              f"ratio={row['ratio_p50']:.2f} (95% {row['ratio_p50_ci95'][0]:.2f}-{row['ratio_p50_ci95'][1]:.2f}) "
+              f"chunks={len(groups)} windows={r.detector_windows} "
               f"same_spans={row['same_spans']} agreement_vs_fp32={row['token_agreement_vs_fp32']}", flush=True)
 
     # (b) identical tokens: lettucedetect's own prompt and pair encoding, run by both.
@@ -378,6 +390,10 @@ def environment() -> dict:
             "python": platform.python_version(), "versions": versions}
 
 
+def _interval(ci: list[float] | None) -> str:
+    return f" ({ci[0]:.2f}-{ci[1]:.2f})" if ci else ""
+
+
 def markdown(report: dict) -> str:
     hw = report["hardware"]
     lines = [f"Hardware: {hw['cpu']}, {hw['cores']} cores, load average at start "
@@ -400,13 +416,13 @@ def markdown(report: dict) -> str:
     if ld.get("long_context"):
         lines += ["", (f"lettucedetect {ld['version']} on the same Detector checkpoint against ours at "
                        f"{ld['our_precision']} (batch 1, ms; threshold 0.5 on both):"), "",
-                  ("| context tokens | lettucedetect p50 / p99 | ours p50 / p99 | ratio p50 | lettucedetect chunks "
+                  ("| context tokens | lettucedetect p50 / p99 | ours p50 / p99 | ratio p50 (95% bootstrap) | lettucedetect chunks "
                    "| our windows | same spans | flagged-char Jaccard | token agreement vs our fp32 |"),
                   "|---:|---:|---:|---:|---:|---:|---|---:|---:|"]
         for r in ld["long_context"]:
             lines.append(f"| {r['context_tokens']} | {r['lettucedetect_ms']['p50']:.1f} / "
                          f"{r['lettucedetect_ms']['p99']:.1f} | {r['ours_ms']['p50']:.1f} / {r['ours_ms']['p99']:.1f} "
-                         f"| {r['ratio_p50']:.2f} | {r['lettucedetect_chunks']} | {r['our_windows']} | "
+                         f"| {r['ratio_p50']:.2f}{_interval(r.get('ratio_p50_ci95'))} | {r['lettucedetect_chunks']} | {r['our_windows']} | "
                          f"{r['same_spans']} | {r.get('span_char_jaccard')} | {r['token_agreement_vs_fp32']} |")
         ii = ld["identical_input"]
         lines += ["", (f"Identical input ({ii['tokens']} tokens, lettucedetect's prompt): lettucedetect "

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 from script_loader import load_script
 
@@ -29,3 +30,16 @@ def test_bench_latency_smoke_names_the_files_each_stage_ran(tmp_path, minilm_dir
     assert rows["onnx-auto"]["windows_per_input"] >= 1 and rows["onnx-auto"]["total"]["p50"] > 0
     md = (out / "latency.md").read_text()
     assert "onnx-auto+fp32det: sentinel `model_quantized.onnx`, detector `model.onnx`" in md
+
+
+def test_ratio_interval_brackets_the_ratio_of_medians():
+    bench = load_script("bench_latency")
+    assert bench.ratio_interval([10.0] * 20, [5.0] * 20) == [2.0, 2.0]  # no spread, no doubt
+    rng = np.random.default_rng(1)
+    theirs = list(160 + 20 * rng.standard_normal(20))
+    ours = list(80 + 4 * rng.standard_normal(20))
+    low, high = bench.ratio_interval(theirs, ours)
+    point = float(np.median(theirs) / np.median(ours))
+    assert low < point < high and high - low < 0.6
+    wide_low, wide_high = bench.ratio_interval(theirs[:5], ours[:5])  # fewer repetitions: a wider interval
+    assert wide_high - wide_low > high - low
