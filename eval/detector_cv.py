@@ -35,7 +35,14 @@ from training.cli import resolve_config_file
 from training.data.base import DataError, resolve_data_dir
 from training.data.records import SpanRecord
 from training.data.spans import SpanDataReport
-from training.detector import DetectorConfig, group_key, group_split, load_mixture, train_and_calibrate
+from training.detector import (
+    DetectorConfig,
+    check_answer_types,
+    group_key,
+    group_split,
+    load_mixture,
+    train_and_calibrate,
+)
 from training.detector_scoring import apply_calibration, fit_calibration, metrics_of, predict, runtime_gate
 from training.hardware import hardware
 from training.span_metrics import detection_metrics
@@ -327,6 +334,7 @@ def run_cv(config: str, k: int, out: Path, data_dir=None, source: str = "ragtrut
     if apply_to is not None:  # before hours of training
         check_apply_to(apply_to)
     cfg = resolve_config_file(DetectorConfig, config, overrides, data_dir)
+    check_answer_types(cfg)  # before hours of training
     out.mkdir(parents=True, exist_ok=True)
     setup_run(cfg, out)  # resolved recipe + log file of the whole CV
     started = time.time()

@@ -108,10 +108,14 @@ class HaluGate:
         self.detector_signals = "needed"
         self.detector_trained_fill: str | None = None
         self.detector_structured_context = "json"  # how the Detector reads a JSON context (inference.structured)
+        self.detector_answer_types = "plain"  # its answer tokens' types (inference.grounding.ANSWER_TYPES)
         if self.runners["detector"] is not None:
             try:
-                (self.detector_calibration, self.detector_trained_fill,
-                 self.detector_structured_context) = load_detector_json(self.runners["detector"].model_dir)
+                (self.detector_calibration, self.detector_trained_fill, self.detector_structured_context,
+                 self.detector_answer_types) = load_detector_json(self.runners["detector"].model_dir)
+                if self.detector_answer_types != "plain" and not self.runners["detector"].takes_token_type_ids:
+                    raise ValueError(f"{self.runners['detector'].model_dir}: detector.json asks for answer types "
+                                     f"{self.detector_answer_types!r}, but the model takes no token_type_ids")
             except ValueError as exc:
                 self.runners["detector"] = None
                 self.load_errors["detector"] = str(exc)
@@ -278,7 +282,8 @@ class HaluGate:
         jobs = [DetectorJob(it.windows, it.data.answer, it.context, it.data.question, self.task_type(it.data))
                 for it in items]
         return score_answers(runner, jobs, self.settings.hallucination_mitigation.hallucination_model,
-                             self.detector_calibration, hallucinated, self.detector_signals)
+                             self.detector_calibration, hallucinated, self.detector_signals,
+                             self.detector_answer_types)
 
     def context_documents(self, documents: Sequence[str]) -> list[str]:
         """The documents as every stage reads them: a document that is one JSON object / array becomes

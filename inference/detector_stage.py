@@ -28,9 +28,11 @@ from pathlib import Path
 import numpy as np
 
 from inference.grounding import (
+    ANSWER_TYPES,
     COPY_FEATURES,
     FEATURES,
     ContextIndex,
+    answer_type_ids,
     token_features,
     unsupported_spans,
     unsupported_word_share,
@@ -180,28 +182,32 @@ class DetectorScores:
         return (model_and_check + self.unsupported_share) / 2
 
 
-def load_detector_json(model_dir: str | Path | None) -> tuple[Calibration, str | None, str]:
+def load_detector_json(model_dir: str | Path | None) -> tuple[Calibration, str | None, str, str]:
     """What MODEL_DIR/detector.json tells the runtime, read once: the calibration, the window plan the Detector
     was trained with ("window_fill", written by training.detector for the `packed` plan; None: trained on
-    contiguous windows), and how it reads a context that is one JSON object / array ("structured_context":
-    "json" as given, also for models that do not say, or "text", inference.structured). Without the file: no
-    calibration, no plan, "json"; ValueError when it is unreadable."""
+    contiguous windows), how it reads a context that is one JSON object / array ("structured_context":
+    "json" as given, also for models that do not say, or "text", inference.structured), and its answer token
+    types ("answer_types": "plain", also for models that do not say, or "grounding"). Without the file: no
+    calibration, no plan, "json", "plain"; ValueError when it is unreadable."""
     path = Path(model_dir) / CALIBRATION_FILE if model_dir else None
     if path is None or not path.is_file():
-        return Calibration(), None, "json"
+        return Calibration(), None, "json", "plain"
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
         calibration = Calibration.from_dict(data.get("calibration"), str(path))
         fill = data.get("window_fill")
         structured = data.get("structured_context", "json")
+        answer_types = data.get("answer_types", "plain")
     except (OSError, ValueError, TypeError, AttributeError) as exc:
         raise ValueError(f"{path}: unreadable calibration ({exc})") from None
+    if answer_types not in ANSWER_TYPES:
+        raise ValueError(f"{path}: answer_types must be one of {', '.join(ANSWER_TYPES)}, got {answer_types!r}")
     if fill is not None and fill not in WINDOW_FILLS:
         raise ValueError(f"{path}: window_fill must be one of {', '.join(WINDOW_FILLS)}, got {fill!r}")
     if structured not in STRUCTURED_STYLES:
         raise ValueError(f"{path}: structured_context must be one of {', '.join(STRUCTURED_STYLES)}, "
                          f"got {structured!r}")
-    return calibration, fill, structured
+    return calibration, fill, structured, answer_types
 
 
 def in_force(settings, calibration: Calibration | None) -> Calibration | None:
@@ -286,28 +292,43 @@ def signals_needed(combiner: Combiner | None) -> str:
 
 
 def score_answers(runner, jobs: list[DetectorJob], settings, calibration: Calibration | None = None,
-                  hallucinated_id: int = 1, signals: str = "needed") -> list[DetectorScores]:
+                  hallucinated_id: int = 1, signals: str = "needed", answer_types: str = "plain"
+                  ) -> list[DetectorScores]:
     """Run every window of every job in one batched runner call; combine per token; apply the combiner.
+
+    `answer_types`: the Detector's answer token types (detector.json "answer_types"; "grounding": types 2 / 3 on
+    the tokens of words the context lacks, inference.grounding.answer_type_ids).
 
     `signals`: "needed" computes only the grounding signals the combiner in force reads (none without a combiner:
     the copy signals alone cost ~9 ms at 16K characters); "all" computes every one, for passes whose window
     probabilities are rescored under other combiners afterwards (calibration, cross-validation; `rescore`)."""
     if signals not in SIGNALS:
         raise ValueError(f"signals: one of {', '.join(SIGNALS)}, got {signals!r}")
+    if answer_types not in ANSWER_TYPES:
+        raise ValueError(f"answer_types: one of {', '.join(ANSWER_TYPES)}, got {answer_types!r}")
     _, aggregation, combiner = effective(settings, calibration)
     computed = "all" if signals == "all" else signals_needed(combiner)
-    feats = [Features(w.input_ids, w.token_type_ids) for job in jobs for w in job.windows]
+    # the example score reads the word signals whatever the combiner needs (~4.5 ms at 16K characters), and a
+    # Detector trained with grounding types reads them as its answer tokens' types: computed before the model
+    words_of, windows_of = [], []
+    for job in jobs:
+        read = read_context(job.context, job.windows)
+        words = word_signals(job.answer, ContextIndex(f"{read}\n{job.question or ''}"), copy=computed == "all")
+        windows = job.windows
+        if answer_types == "grounding" and windows:
+            types = answer_type_ids(token_features(words, windows[0].answer_offsets))
+            windows = [w.with_answer_types(types) for w in windows]
+        words_of.append(words)
+        windows_of.append(windows)
+    feats = [Features(w.input_ids, w.token_type_ids) for windows in windows_of for w in windows]
     logits = runner.logits(feats) if feats else []
     out, pos = [], 0
-    for job in jobs:
+    for job, words, windows in zip(jobs, words_of, windows_of):
         per_window = []
-        for w in job.windows:
+        for w in windows:
             per_window.append(answer_token_probs(logits[pos], w, hallucinated_id))
             pos += 1
-        offsets = list(job.windows[0].answer_offsets) if job.windows else []
-        read = read_context(job.context, job.windows)
-        # the example score reads the word signals whatever the combiner needs (~4.5 ms at 16K characters)
-        words = word_signals(job.answer, ContextIndex(f"{read}\n{job.question or ''}"), copy=computed == "all")
+        offsets = list(windows[0].answer_offsets) if windows else []
         if computed == "none":
             grounding = np.zeros((0, len(FEATURES)), dtype=np.float32)
         else:

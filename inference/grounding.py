@@ -564,6 +564,26 @@ def _negated(answer: str, start: int, sentence_starts: set[int], window: int = 5
     return bool(_NEGATION.search(" ".join(before)))
 
 
+# Answer token types (detector.json "answer_types"; training.detector `data.answer_types`). "plain": the answer
+# segment is token type 1, as BERT's second segment. "grounding": type 2 marks a token of a content word the
+# context lacks and type 3 one of a number, quantity or name it lacks (the word signals below, computed against
+# the context the Detector's windows read), so the encoder itself reads the exact check's evidence in its
+# context instead of only through the combiner after it (issue 11 point 4, "fed to the model as features").
+ANSWER_TYPES = ("plain", "grounding")
+GROUNDING_TYPE_VOCAB = 4  # token types 0 (context, question), 1 (answer), 2 and 3 (above)
+
+
+def answer_type_ids(grounding: np.ndarray) -> list[int]:
+    """Per answer token, from its grounding features (token_features): 3 when its number / quantity / name is
+    unsupported, else 2 when its content word is, else 1."""
+    g = np.asarray(grounding)
+    if not len(g):
+        return []
+    term = (g[:, 0] > 0) | (g[:, 1] > 0)
+    word = g[:, 2] > 0
+    return np.where(term, 3, np.where(word, 2, 1)).astype(int).tolist()
+
+
 def grounding_features(answer: str, context: str, question: str | None,
                        answer_offsets: Sequence[tuple[int, int]], index: ContextIndex | None = None,
                        copy: bool = True) -> np.ndarray:

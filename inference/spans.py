@@ -40,7 +40,7 @@ import contextlib
 import json
 import re
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -193,6 +193,15 @@ class DetectorInput:
     def model_inputs(self, names: Sequence[str] = ("input_ids", "attention_mask")) -> dict[str, np.ndarray]:
         """A batch of one as int64 arrays, for ONNX Runtime / numpy backends."""
         return {n: np.asarray([getattr(self, n)], dtype=np.int64) for n in names}
+
+    def with_answer_types(self, types: Sequence[int]) -> DetectorInput:
+        """A copy whose answer tokens carry `types` (one per answer token; inference.grounding.answer_type_ids)
+        as their token types; the rest (context, question, the answer's closing separator) keep theirs."""
+        if len(types) != len(self.answer_offsets):
+            raise ValueError(f"{len(types)} answer types for {len(self.answer_offsets)} answer tokens")
+        token_types = list(self.token_type_ids)
+        token_types[self.answer_slice] = list(types)
+        return replace(self, token_type_ids=token_types)
 
 
 @dataclass

@@ -195,3 +195,56 @@ def test_shipped_configs_load(name):
         assert [s.name for s in cfg.data.sources] == ["ragtruth_train"]
     else:
         assert cfg.model.base_model == "offline:minilm"
+
+
+def test_grounding_answer_types_train_save_and_reach_the_runtime(tmp_path, tiny_bert_dir, tiny_modernbert_dir,
+                                                               capsys):
+    """data.answer_types: grounding: the answer tokens of words the context lacks get types 2 / 3 in training,
+    the model gets four token types (the new ones copies of type 1 at the start), detector.json says so, and
+    the runtime types the answers the same way before the model call."""
+    from transformers import AutoModelForTokenClassification
+
+    from inference.detect import HaluGate
+    from inference.runners import Features
+    from training.detector import main
+
+    data = _fixture_data(tmp_path / "data")
+    cfg = _config(tmp_path, tiny_bert_dir, eval_sources=[], answer_types="grounding")
+    assert run_cli(main, ["--config", str(cfg), "--data-dir", str(data), "--max-steps", "2"]) == 0
+    out = tmp_path / "run"
+    assert "answer tokens typed as unsupported" in (out / "train.log").read_text()
+    assert json.loads((out / "detector.json").read_text())["answer_types"] == "grounding"
+    model = AutoModelForTokenClassification.from_pretrained(out)
+    assert model.config.type_vocab_size == 4
+
+    gate = HaluGate.from_dirs(detector=str(out), backend="torch")
+    assert gate.detector_answer_types == "grounding"
+    seen = []
+    runner = gate.runners["detector"]
+    original = runner.logits
+
+    def spy(feats: list[Features]):
+        seen.extend(feats)
+        return original(feats)
+
+    runner.logits = spy
+    context = "The Eiffel Tower in Paris was completed in March 1889. It is 330 metres tall."
+    answer = "The Eiffel Tower is 500 metres tall and sits in Paris, near Lyon."
+    gate.detect(context=context, question="How tall is it?", answer=answer)
+    (feat,) = seen
+    tokens = runner.tokenizer.encode(answer, add_special_tokens=False)
+    types = feat.token_type_ids[-len(tokens.ids) - 1:-1]
+
+    def typed(word):  # the types of the tokens of `word` in the answer
+        start = answer.index(word)
+        return {t for (s, e), t in zip(tokens.offsets, types) if s < start + len(word) and start < e}
+
+    assert typed("500") == typed("metres") == typed("Lyon") == {3}  # a number with its unit, a name
+    assert typed("sits") == {2} and typed("Eiffel") == typed("Paris") == typed("tall") == {1}
+    assert feat.token_type_ids[-1] == 1  # the answer's closing separator keeps the segment's type
+
+    # an encoder without token types refuses the option at once, naming it
+    cfg = _config(tmp_path, tiny_modernbert_dir, eval_sources=[], answer_types="grounding")
+    assert run_cli(main, ["--config", str(cfg), "--data-dir", str(data), "--max-steps", "1",
+                          "--output-dir", str(tmp_path / "modern")]) == 2
+    assert "data.answer_types" in capsys.readouterr().err

@@ -85,7 +85,7 @@ def test_apply_to_writes_the_pooled_calibration_and_keeps_the_dev_one(oof, tmp_p
     assert data["dev_calibration"] == dev and data["calibration"] == written
     assert data["calibration_records"] == 7  # the dev split's count, which --recalibrate checks
     assert data["calibration_source"]["records"] == 36 and data["max_length"] == 512
-    cal, _, _ = load_detector_json(run)  # what the runtime reads
+    cal = load_detector_json(run)[0]  # what the runtime reads
     assert cal.threshold == written["threshold"] and cal.window_aggregation == "max"
     cv.apply_to_run(_Cfg, tmp_path, oof, run)  # a second time keeps the original dev calibration
     assert json.loads((run / "detector.json").read_text())["dev_calibration"] == dev

@@ -183,6 +183,8 @@ def test_the_runtime_computes_only_the_grounding_signals_its_combiner_reads(run_
             rescore(scores[computed], "max", full)
     with pytest.raises(ValueError, match="signals: one of"):
         score_answers(None, [], None, None, 1, "some")
+    with pytest.raises(ValueError, match="answer_types: one of"):
+        score_answers(None, [], None, None, 1, "needed", "typed")
 
 
 def test_eval_scores_the_onnx_file_the_runtime_runs_by_default(run_dir, tmp_path):
@@ -224,3 +226,14 @@ def test_decision_agreement_counts_spans_flags_and_characters():
     assert decision_agreement(ours, theirs, ["x" * 25] * 4) == {
         "answers": 4, "same_spans": 1, "same_flag": 2, "flagged_chars_differing": 2 + 2 + 1,
         "flagged_chars_either": 4 + 10 + 2 + 1, "char_agreement": 1 - 5 / 100}
+
+
+def test_detector_json_answer_types_are_read_and_checked(tmp_path):
+    from inference.detector_stage import load_detector_json
+
+    assert load_detector_json(tmp_path)[3] == "plain"  # no file: a plain model
+    (tmp_path / "detector.json").write_text(json.dumps({"calibration": None, "answer_types": "grounding"}))
+    assert load_detector_json(tmp_path)[3] == "grounding"
+    (tmp_path / "detector.json").write_text(json.dumps({"calibration": None, "answer_types": "typed"}))
+    with pytest.raises(ValueError, match="answer_types must be one of plain, grounding"):
+        load_detector_json(tmp_path)

@@ -273,3 +273,27 @@ def test_the_combiners_token_features_keep_the_loose_rules():
     number, entity = FEATURES.index("number_unsupported"), FEATURES.index("entity_unsupported")
     assert feats[1, number] == 1.0 and feats[-1, entity] == 1.0  # "6", "California"
     assert _texts(answer, context) == []
+
+
+def test_answer_type_ids_mark_what_the_context_lacks():
+    """data.answer_types "grounding": type 3 for the tokens of an unsupported number / quantity / name, 2 for an
+    unsupported content word, 1 otherwise; a DetectorInput takes them on its answer tokens only."""
+    from inference.grounding import answer_type_ids, token_features, word_signals
+    from inference.spans import DetectorInput
+
+    context = "The Eiffel Tower in Paris was built from 1887 to 1889. The tower is 330 meters tall."
+    answer = "The Eiffel Tower was built in 1950, stands 500 meters tall and glows near Lyon."
+    words = [(m.start(), m.end()) for m in re.finditer(r"\w+", answer)]
+    types = answer_type_ids(token_features(word_signals(answer, ContextIndex(context)), words))
+    by_word = {answer[s:e]: t for (s, e), t in zip(words, types)}
+    assert by_word["1950"] == by_word["500"] == by_word["meters"] == by_word["Lyon"] == 3
+    assert by_word["glows"] == by_word["stands"] == by_word["near"] == 2
+    assert by_word["Eiffel"] == by_word["built"] == by_word["tall"] == by_word["The"] == by_word["and"] == 1
+    assert answer_type_ids(np.zeros((0, 11))) == []
+
+    enc = DetectorInput(input_ids=[101, 7, 102, 8, 9, 102], attention_mask=[1] * 6,
+                        token_type_ids=[0, 0, 0, 1, 1, 1], answer_start=3, answer_offsets=[(0, 2), (3, 5)])
+    typed = enc.with_answer_types([3, 2])
+    assert typed.token_type_ids == [0, 0, 0, 3, 2, 1] and enc.token_type_ids == [0, 0, 0, 1, 1, 1]
+    with pytest.raises(ValueError, match="2 answer tokens"):
+        enc.with_answer_types([3])

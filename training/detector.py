@@ -27,7 +27,13 @@ import numpy as np
 
 from inference.config import ConfigError, from_dict, read_yaml, to_dict
 from inference.detector_stage import Calibration
-from inference.grounding import ContextIndex, word_signals
+from inference.grounding import (
+    GROUNDING_TYPE_VOCAB,
+    ContextIndex,
+    answer_type_ids,
+    token_features,
+    word_signals,
+)
 from inference.labels import DETECTOR_LABELS, IGNORE_INDEX
 from inference.spans import AnswerTooLongError, context_windows, encode_detector_input
 from inference.structured import as_structured_text
@@ -51,7 +57,7 @@ from training.detector_scoring import (
     runtime_gate,
 )
 from training.hardware import hardware
-from training.models import build_model, load_tokenizer, resolve_base_model
+from training.models import build_model, extend_token_types, load_tokenizer, resolve_base_model
 from training.trainer import (
     class_weights,
     save_config,
@@ -108,6 +114,11 @@ class DetectorData:
     # "key: value" lines (inference.structured); the runtime reads the model's contexts the same way
     # (detector.json "structured_context": "text")
     structured_context: Literal["json", "text"] = "json"
+    # answer token types (inference.grounding.ANSWER_TYPES): "plain" (the answer segment is type 1) or
+    # "grounding" (types 2 / 3 on the tokens of content words / numbers and names the context lacks; BERT-family
+    # encoders only, the new type embeddings start as copies of type 1); the runtime reads the model's answers
+    # the same way (detector.json "answer_types")
+    answer_types: Literal["plain", "grounding"] = "plain"
     eval_sources: list[SourceSpec] = field(default_factory=list)  # evaluation-only sets scored after training
     split: SplitConfig = field(default_factory=lambda: SplitConfig(dev=0.1, test=0.1))
     max_answer_chars: int = 6000
@@ -333,8 +344,31 @@ def training_example(tokenizer, rec: SpanRecord, max_length: int, overlap: int, 
     return enc, masked
 
 
+def check_answer_types(cfg: DetectorConfig, base: str | None = None, tokenizer=None) -> None:
+    """ConfigError when data.answer_types needs token types the base model does not have (ModernBERT, MPNet):
+    checked before any data is loaded."""
+    if cfg.data.answer_types == "plain":
+        return
+    from transformers import AutoConfig
+
+    base = base or resolve_base_model(cfg.model.base_model)
+    tokenizer = tokenizer or load_tokenizer(base)
+    config = AutoConfig.from_pretrained(base)
+    if "token_type_ids" not in tokenizer.model_input_names or getattr(config, "type_vocab_size", 0) < 2:
+        raise ConfigError(f"data.answer_types: {cfg.data.answer_types!r} needs an encoder with token types (BERT "
+                          f"family); {cfg.model.base_model} ({config.model_type}) has none")
+
+
+def grounding_types(enc, rec: SpanRecord):
+    """`enc` with the answer token types of data.answer_types "grounding", computed against the record's whole
+    context and question: what the runtime computes them against when its windows read the whole context."""
+    words = word_signals(rec.answer, ContextIndex(f"{rec.context}\n{rec.question or ''}"), copy=False)
+    return enc.with_answer_types(answer_type_ids(token_features(words, enc.answer_offsets)))
+
+
 def encode_records(tokenizer, records: list[SpanRecord], max_length: int, report, split: str,
-                   with_token_types: bool, overlap: int = 128, mode: str = "answer_overlap"):
+                   with_token_types: bool, overlap: int = 128, mode: str = "answer_overlap",
+                   answer_types: str = "plain"):
     """Features for the collator; returns (features, {"context_cut": n, "masked_tokens": n})."""
     feats, counts = [], Counter()
     for r in records:
@@ -344,6 +378,9 @@ def encode_records(tokenizer, records: list[SpanRecord], max_length: int, report
             report.add(f"{split} split", f"question + answer longer than max_length={max_length}", r.id)
             log.debug("%s: %s", r.id, exc)
             continue
+        if answer_types == "grounding":
+            enc = grounding_types(enc, r)
+            counts["typed_tokens"] += sum(t > 1 for t in enc.token_type_ids[enc.answer_slice])
         counts["context_cut"] += enc.context_truncated
         counts["masked_tokens"] += masked
         counts["examples_with_masked_tokens"] += bool(masked)
@@ -405,10 +442,14 @@ def train_and_calibrate(cfg: DetectorConfig, train_recs: list[SpanRecord], dev_r
     tokenizer = load_tokenizer(base)
     with_types = "token_type_ids" in tokenizer.model_input_names
     ml, d = cfg.model.max_length, cfg.data
+    check_answer_types(cfg, base, tokenizer)
     train_f, train_c = encode_records(tokenizer, train_recs, ml, report, "train", with_types, d.window_overlap,
-                                      d.training_windows)
+                                      d.training_windows, d.answer_types)
     dev_f, dev_c = encode_records(tokenizer, dev_recs, ml, report, "dev", with_types, d.window_overlap,
-                                  d.training_windows)
+                                  d.training_windows, d.answer_types)
+    if d.answer_types != "plain":
+        log.info("answer types %s: %d train / %d dev answer tokens typed as unsupported", d.answer_types,
+                 train_c["typed_tokens"], dev_c["typed_tokens"])
     n_tokens = sum(len(f["input_ids"]) for f in train_f)
     window_line = (f"training windows ({d.training_windows}, max_length={ml}): context cut in {train_c['context_cut']}"
                    f" of {len(train_f)} train examples; {train_c['masked_tokens']} answer tokens in "
@@ -419,6 +460,8 @@ def train_and_calibrate(cfg: DetectorConfig, train_recs: list[SpanRecord], dev_r
 
     model = build_model(base, "token", DETECTOR_LABELS, cfg.model.lora, attention_dropout=cfg.model.attention_dropout,
                         seed=cfg.run.seed)
+    if d.answer_types == "grounding":
+        extend_token_types(model, GROUNDING_TYPE_VOCAB)
     weights = None
     if cfg.train.class_weighted:
         weights = class_weights([x for f in train_f for x in f["labels"]], len(DETECTOR_LABELS))
@@ -436,6 +479,8 @@ def train_and_calibrate(cfg: DetectorConfig, train_recs: list[SpanRecord], dev_r
     plan = {"window_fill": "packed"} if d.training_windows == "packed" else {}
     if d.structured_context != "json":
         plan["structured_context"] = d.structured_context
+    if d.answer_types != "plain":
+        plan["answer_types"] = d.answer_types
     if plan:  # the runtime (calibration below, CV scoring) reads the model's plan
         write_json(out / "detector.json", plan)
     calibration, table = None, []
@@ -522,6 +567,7 @@ def main(argv=None) -> None:
         recalibrate_run(cfg)
         return
 
+    check_answer_types(cfg)
     out = setup_run(cfg, cfg.run.output_dir)
     data_dir = resolve_data_dir(cfg.run.data_dir)
     for spec in cfg.data.eval_sources:  # fail before training, not after

@@ -217,6 +217,27 @@ def set_attention_dropout(config, value: float) -> None:
         setattr(config, f, value)
 
 
+def extend_token_types(model, n: int) -> None:
+    """Give a BERT-family encoder `n` token types (training.detector `data.answer_types`); the new types start as
+    copies of type 1, the answer segment, so the model starts from exactly what it computes without them and
+    learns what the types add. ValueError for an encoder without token type embeddings (ModernBERT, MPNet)."""
+    import torch
+
+    embeddings = getattr(model.base_model, "embeddings", None)
+    table = getattr(embeddings, "token_type_embeddings", None)
+    if table is None or getattr(model.config, "type_vocab_size", 0) < 2:
+        raise ValueError(f"data.answer_types: needs an encoder with token type embeddings (BERT family); "
+                         f"{model.config.model_type} has none")
+    old = table.weight.data
+    if old.shape[0] >= n:
+        return
+    new = torch.nn.Embedding(n, old.shape[1], dtype=old.dtype, device=old.device)
+    new.weight.data[:old.shape[0]] = old
+    new.weight.data[old.shape[0]:] = old[1]
+    embeddings.token_type_embeddings = new
+    model.config.type_vocab_size = n
+
+
 def build_model(path: str, task: str, labels: list[str], lora=None, dropout: float | None = None,
                 attention_dropout: float | None = None, seed: int | None = None):
     """Load `path` with a fresh head for `task` ("sequence" | "token"); wrap it in LoRA when configured.
