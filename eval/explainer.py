@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from inference.explain import combine_nli
+from inference.explain import combine_nli, context_sentences
 from inference.formatting import nli_pair
 from inference.labels import EXPLAINER_LABELS
 from inference.runners import trained_length
@@ -129,6 +129,13 @@ def grounding_windows(tokenizer, premise: str, hypothesis: str, max_length: int,
     return [p.text for p in found.pick(settings.max_premise_windows, settings.max_premise_sentences)]
 
 
+def claim_sentences(hypothesis: str) -> list[str]:
+    """The sentences of a multi-sentence claim (a summary), split as the runtime splits a context
+    (inference.explain.context_sentences); the claim itself when it has one sentence or none is found."""
+    parts = [hypothesis[a:b] for a, b in context_sentences(hypothesis)]
+    return parts or [hypothesis]
+
+
 def premise_settings(args) -> ExplainerSettings:
     """The premise candidates the CLI asks for (its defaults are ExplainerSettings'; 0 for a caller without them)."""
     return ExplainerSettings(max_premise_windows=args.max_premise_windows,
@@ -142,21 +149,31 @@ def score_binary(model, rows: list[PairRecord], perm: list[int], args) -> tuple[
     _, tokenizer, _ = load_classifier(str(model), args.device)
     flat_p, flat_h, owner = [], [], []
     settings = premise_settings(args)
+    split = getattr(args, "hypothesis", "whole") == "sentences"
     for i, r in enumerate(rows):
-        for w in grounding_windows(tokenizer, r.premise, r.hypothesis, args.max_length, settings):
-            flat_p.append(w)
-            flat_h.append(r.hypothesis)
-            owner.append(i)
+        for j, claim in enumerate(claim_sentences(r.hypothesis) if split else [r.hypothesis]):
+            for w in grounding_windows(tokenizer, r.premise, claim, args.max_length, settings):
+                flat_p.append(w)
+                flat_h.append(claim)
+                owner.append((i, j))
     probs = predict_proba(model, flat_p, flat_h, batch_size=args.batch_size, max_length=args.max_length,
                           device=args.device, desc=args.current)[:, perm]
-    owner = np.asarray(owner)
+    by_claim: dict[tuple[int, int], list[np.ndarray]] = {}
+    for key, p in zip(owner, probs):
+        by_claim.setdefault(key, []).append(p)
     verdicts, scores, details = [], [], []
     for i in range(len(rows)):
-        p = probs[owner == i]
-        label, conf = combine_nli(list(p), EXPLAINER_LABELS)
+        claims = [np.asarray(v) for (row, _), v in by_claim.items() if row == i]
+        judged = [combine_nli(list(p), EXPLAINER_LABELS) for p in claims]
+        # supported only when every sentence is (what the runtime's sentence hypotheses would find); otherwise the
+        # verdict of the least supported sentence, contradiction before neutral
+        worst = min(range(len(judged)), key=lambda k: (judged[k][0] == "entailment", judged[k][0] == "neutral",
+                                                       float(claims[k][:, 0].max())))
+        label, conf = judged[worst]
         verdicts.append(label)
-        scores.append(float(p[:, 0].max()))
-        details.append({"windows": len(p), "verdict": label, "confidence": conf})
+        scores.append(min(float(p[:, 0].max()) for p in claims))
+        details.append({"windows": sum(len(p) for p in claims), "sentences": len(claims), "verdict": label,
+                        "confidence": conf})
     gold = [r.label == 0 for r in rows]
     m = binary_metrics(gold, [v == "entailment" for v in verdicts], scores,
                        groups=[r.meta.get("domain") or r.source for r in rows])
@@ -224,7 +241,8 @@ def write_report(out: Path, result: dict) -> None:
              (f"- data: {result['data_dir'] or 'Hugging Face Hub'}; max_length {result['max_length']}, "
               f"up to {result['max_premise_windows']} premise windows of "
               f"{result.get('premise_window_tokens') or 'pair-filling'} tokens + "
-              f"{result.get('max_premise_sentences', 0)} sentences on binary sets"),
+              f"{result.get('max_premise_sentences', 0)} sentences on binary sets"
+              + (", each sentence of a claim judged on its own" if result.get("hypothesis") == "sentences" else "")),
              f"- hardware: {result['hardware']}; {result['seconds']:.0f} s", ""]
     three = {k: v for k, v in result["sets"].items() if v.get("kind") == "three_way"}
     binary = {k: v for k, v in result["sets"].items() if v.get("kind") == "binary"}
@@ -318,6 +336,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--premise-window-tokens", type=int, default=runtime.premise_window_tokens,
                    help="binary sets: tokens per premise window (default: the inference default; 0: as many as "
                         "fit the pair, the rule before 2026-12-05)")
+    p.add_argument("--hypothesis", default="whole", choices=["whole", "sentences"],
+                   help="binary sets: judge the claim whole (default), or each of its sentences against its own "
+                        "premise candidates, supported only when every sentence is (as the runtime judges a "
+                        "flagged span's sentence)")
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     return p
 
@@ -384,7 +406,8 @@ def main(argv=None) -> dict:
         "command": "python -m eval.explainer " + " ".join(sys.argv[1:] if argv is None else argv),
         "data_dir": str(data_dir) if data_dir else None, "hardware": hardware(), "max_length": args.max_length,
         "max_premise_windows": args.max_premise_windows, "max_premise_sentences": args.max_premise_sentences,
-        "premise_window_tokens": args.premise_window_tokens, "seed": args.seed, "seconds": time.time() - started,
+        "premise_window_tokens": args.premise_window_tokens, "hypothesis": args.hypothesis, "seed": args.seed,
+        "seconds": time.time() - started,
         "sets": sets, "skipped": skipped, "references": REFERENCES,
     }
     (out / "metrics.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")

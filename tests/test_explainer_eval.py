@@ -86,6 +86,35 @@ def test_grounding_windows_and_verdict(monkeypatch, minilm_dir):
     assert m["accuracy"] == 1.0 and m["roc_auc"] == 1.0
 
 
+def test_hypothesis_sentences_judge_each_sentence_of_a_claim(monkeypatch, minilm_dir):
+    """--hypothesis sentences: each sentence of a summary against its own premises; supported only when every
+    sentence is, else the least supported sentence's verdict; the score is the lowest sentence's best
+    entailment probability. Whole (the default) judges the summary as one claim."""
+    import training.predict as tp
+    from training.models import load_tokenizer
+
+    tok = load_tokenizer(minilm_dir)
+    monkeypatch.setattr(tp, "load_classifier", lambda *a, **k: (None, tok, "cpu"))
+
+    def fake_predict(model, premises, hypotheses, **kw):  # judged by the claim, whatever the premise
+        return np.array([[0.1, 0.1, 0.8] if "doubled" in h else [0.9, 0.05, 0.05] if "flat" in h
+                         else [0.6, 0.3, 0.1] for h in hypotheses])
+
+    monkeypatch.setattr(tp, "predict_proba", fake_predict)
+    assert ev.claim_sentences("Costs were flat. Sales doubled!") == ["Costs were flat.", "Sales doubled!"]
+    assert ev.claim_sentences("no end mark") == ["no end mark"] and ev.claim_sentences("") == [""]
+    doc = "The call covered costs and sales. Costs were flat. Sales rose a little."
+    rows = [PairRecord(doc, "Costs were flat. Sales doubled.", 3, "s", meta={"domain": "d"}),
+            PairRecord(doc, "Costs were flat. The call covered costs.", 0, "s", meta={"domain": "d"})]
+    m, details = ev.score_binary("m", rows, [0, 1, 2], _args(hypothesis="sentences"))
+    assert [(d["verdict"], d["sentences"]) for d in details] == [("contradiction", 2), ("entailment", 2)]
+    assert details[0]["p_entailment"] == pytest.approx(0.1) and details[1]["p_entailment"] == pytest.approx(0.6)
+    assert m["balanced_accuracy"] == 1.0
+    _, whole = ev.score_binary("m", rows, [0, 1, 2], _args())
+    assert [d["verdict"] for d in whole] == ["contradiction", "entailment"]
+    assert [d["sentences"] for d in whole] == [1, 1]
+
+
 def test_parse_limits():
     assert ev.parse_limits(["100", "summedits_test=20"]) == (100, {"summedits_test": 20})
     with pytest.raises(ev.EvalError, match="expected N or SET=N"):
