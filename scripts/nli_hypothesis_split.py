@@ -22,11 +22,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from eval.explainer import align_labels, score_binary  # noqa: E402
-from inference.runners import trained_length  # noqa: E402
-from inference.settings import ExplainerSettings  # noqa: E402
-from training.data.base import resolve_data_dir  # noqa: E402
-from training.predict import model_labels  # noqa: E402
+from eval.explainer import align_labels, score_binary
+from inference.runners import trained_length
+from inference.settings import ExplainerSettings
+from training.data.base import resolve_data_dir
+from training.predict import model_labels
 
 
 def _sweep_module():
