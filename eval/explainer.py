@@ -158,12 +158,13 @@ def score_binary(model, rows: list[PairRecord], perm: list[int], args) -> tuple[
                 owner.append((i, j))
     probs = predict_proba(model, flat_p, flat_h, batch_size=args.batch_size, max_length=args.max_length,
                           device=args.device, desc=args.current)[:, perm]
-    by_claim: dict[tuple[int, int], list[np.ndarray]] = {}
-    for key, p in zip(owner, probs):
-        by_claim.setdefault(key, []).append(p)
+    # row -> claim (sentence) -> its candidates' probabilities, in one pass over the pairs
+    by_row: list[dict[int, list[np.ndarray]]] = [{} for _ in rows]
+    for (i, j), p in zip(owner, probs):
+        by_row[i].setdefault(j, []).append(p)
     verdicts, scores, details = [], [], []
     for i in range(len(rows)):
-        claims = [np.asarray(v) for (row, _), v in by_claim.items() if row == i]
+        claims = [np.asarray(v) for v in by_row[i].values()]
         judged = [combine_nli(list(p), EXPLAINER_LABELS) for p in claims]
         # supported only when every sentence is (what the runtime's sentence hypotheses would find); otherwise the
         # verdict of the least supported sentence, contradiction before neutral
