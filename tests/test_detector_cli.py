@@ -243,6 +243,18 @@ def test_grounding_answer_types_train_save_and_reach_the_runtime(tmp_path, tiny_
     assert typed("sits") == {2} and typed("Eiffel") == typed("Paris") == typed("tall") == {1}
     assert feat.token_type_ids[-1] == 1  # the answer's closing separator keeps the segment's type
 
+    # the export's parity inputs carry the same types, so the check reads the embeddings of types 2 / 3
+    from training.export import encode_batches, export
+    from training.models import load_tokenizer
+
+    (batch,) = encode_batches(load_tokenizer(str(out)), [(f"{context}\nHow tall is it?", answer)], 128,
+                              answer_types="grounding")
+    row = batch["token_type_ids"][0][batch["attention_mask"][0] == 1]
+    assert row[row >= 1][:-1].tolist() == list(types)  # the runtime's types, the closing separator aside
+    report = export(out, tmp_path / "onnx", samples=16, optimize=False)
+    assert report["passed"] and report["inputs"]["answer_types"] == "grounding"
+    assert report["inputs"]["typed_answer_tokens"] > 0
+
     # an encoder without token types refuses the option at once, naming it
     cfg = _config(tmp_path, tiny_modernbert_dir, eval_sources=[], answer_types="grounding")
     assert run_cli(main, ["--config", str(cfg), "--data-dir", str(data), "--max-steps", "1",

@@ -66,6 +66,8 @@ from pathlib import Path
 import numpy as np
 from tqdm.auto import tqdm
 
+from inference.detector_stage import load_detector_json
+from inference.grounding import ContextIndex, answer_type_ids, token_features, word_signals
 from inference.labels import DETECTOR_LABELS, EXPLAINER_LABELS, SENTINEL_LABELS, id2label, label2id
 from inference.runners import FALLBACK_FILE, max_positions, near_ties, read_fallback
 from training.data.base import DataError, numbered_jsonl
@@ -251,6 +253,14 @@ def run_max_length(run_dir: Path, model, override: int | None) -> int:
 
 # ---- parity inputs -------------------------------------------------------------------------------------------
 
+def run_answer_types(run_dir: Path) -> str:
+    """The answer token types a Detector run was trained with (its detector.json; "plain" for other runs)."""
+    try:
+        return load_detector_json(run_dir)[3]
+    except ValueError as exc:
+        raise ExportError(str(exc)) from None
+
+
 def record_kind(run_dir: Path) -> str:
     """The kind of record a run's test.jsonl / parity.jsonl holds, from the labels the run trained."""
     labels = _labels(run_dir)
@@ -289,15 +299,38 @@ def parity_examples(run_dir: Path, n: int, seed: int = 0,
     return examples, " + ".join(sorted({str(p) for p, _, _ in picked})) or str(path)
 
 
-def encode_batches(tokenizer, examples: list[tuple[str, ...]], max_length: int,
-                   batch_size: int = 8) -> list[dict[str, np.ndarray]]:
+def encode_batches(tokenizer, examples: list[tuple[str, ...]], max_length: int, batch_size: int = 8,
+                   answer_types: str = "plain") -> list[dict[str, np.ndarray]]:
+    """Padded batches of `examples`. `answer_types` "grounding" (a Detector trained with data.answer_types:
+    grounding): the answer tokens carry types 2 / 3 where their word is not in the first segment, as the runtime
+    sends them (inference.detector_stage.score_answers), so the parity check reads the embeddings those types
+    added; plain pairs would leave them unchecked."""
     batches = []
     for i in range(0, len(examples), batch_size):
         chunk = examples[i:i + batch_size]
         args = [[ex[k] for ex in chunk] for k in range(len(chunk[0]))]
-        enc = tokenizer(*args, truncation=True, max_length=max_length, padding=True, return_tensors="np")
-        batches.append({k: np.asarray(v, dtype=np.int64) for k, v in enc.items()})
+        enc = tokenizer(*args, truncation=True, max_length=max_length, padding=True, return_tensors="np",
+                        return_offsets_mapping=answer_types != "plain")
+        offsets = enc.pop("offset_mapping", None)
+        batch = {k: np.asarray(v, dtype=np.int64) for k, v in enc.items()}
+        if answer_types == "grounding":
+            type_answers(batch, offsets, chunk)
+        batches.append(batch)
     return batches
+
+
+def type_answers(batch: dict[str, np.ndarray], offsets: np.ndarray, chunk: list[tuple[str, ...]]) -> None:
+    """Give the answer tokens of a (first segment, answer) batch their grounding types, in place: the tokens of
+    the second segment with a non-empty offset (not the closing separator), typed against the first segment
+    (context + question, what training types them against; inference.grounding.answer_type_ids)."""
+    if "token_type_ids" not in batch:
+        raise ExportError("answer_types grounding: the tokenizer gives no token_type_ids")
+    for row, (first, answer) in enumerate(chunk):
+        types = batch["token_type_ids"][row]
+        spans = offsets[row]
+        at = np.flatnonzero((types == 1) & (spans[:, 1] > spans[:, 0]))
+        words = word_signals(answer, ContextIndex(first), copy=False)
+        types[at] = answer_type_ids(token_features(words, [tuple(spans[k]) for k in at]))
 
 
 # ---- logits and comparison -----------------------------------------------------------------------------------
@@ -347,14 +380,15 @@ def compare(reference: list[np.ndarray], candidate: list[np.ndarray], batches: l
             task: str) -> tuple[int, float, float, float]:
     """(n_compared, max |diff|, mean |diff|, label agreement). Token tasks compare the positions a Detector is
     trained and read on: the answer segment (token_type_ids 1) when the input has one, else every non-padding
-    token (context positions carry no labels in training, so their logits are arbitrary)."""
+    token (context positions carry no labels in training, so their logits are arbitrary). The answer segment
+    is every type >= 1: a Detector with grounding answer types also has types 2 and 3 there."""
     diffs, agree = [], []
     for ref, got, b in zip(reference, candidate, batches):
         if ref.shape != got.shape:
             raise ExportError(f"ONNX logits have shape {got.shape}, PyTorch {ref.shape}")
         if task == "token":
             keep = b["attention_mask"].astype(bool)
-            answer = keep & (b.get("token_type_ids", np.zeros_like(keep)) == 1)
+            answer = keep & (b.get("token_type_ids", np.zeros_like(keep)) >= 1)  # 2 / 3: typed answer tokens
             keep = answer if answer.any() else keep
             ref, got = ref[keep], got[keep]
         diffs.append(np.abs(ref - got).max(axis=-1))
@@ -509,6 +543,7 @@ class ParityInputs:
     # ONNX logits of the export's final files on these inputs, by file name (verify_export, then the fallback's
     # check reads them instead of running the files again)
     final_logits: dict[str, list[np.ndarray]] = field(default_factory=dict, repr=False)
+    answer_types: str = "plain"  # the Detector's answer token types the inputs carry (encode_batches)
 
     @classmethod
     def build(cls, run_dir: Path, model, tokenizer, samples: int, max_length: int | None,
@@ -518,8 +553,10 @@ class ParityInputs:
         examples, source = parity_examples(run_dir, samples, held_out=held_out)
         if not examples:
             return None
-        batches = encode_batches(tokenizer, examples, length)
-        return cls(batches, torch_logits(model, batches), source, len(examples), length)
+        answer_types = run_answer_types(run_dir)
+        batches = encode_batches(tokenizer, examples, length, answer_types=answer_types)
+        return cls(batches, torch_logits(model, batches), source, len(examples), length,
+                   answer_types=answer_types)
 
 
 def verify_export(run_dir: Path, export_dir: Path, *, samples: int = 256, max_length: int | None = None,
@@ -544,7 +581,10 @@ def verify_export(run_dir: Path, export_dir: Path, *, samples: int = 256, max_le
                                      margin=fallback["margin"] if fallback else None, known=inputs.final_logits)
     return {
         "inputs": {"source": inputs.source, "n_examples": inputs.n_examples, "max_length": inputs.max_length,
-                   "batch_size": 8, "max_tokens": int(max(b["input_ids"].shape[1] for b in batches))},
+                   "batch_size": 8, "max_tokens": int(max(b["input_ids"].shape[1] for b in batches)),
+                   **({"answer_types": inputs.answer_types,
+                       "typed_answer_tokens": int(sum((b["token_type_ids"] > 1).sum() for b in batches))}
+                      if inputs.answer_types != "plain" else {})},
         "parity": {k: asdict(v) for k, v in results.items()},
         "passed": all(r.passed for r in results.values()),
         "verify_seconds": round(time.time() - started, 2),
