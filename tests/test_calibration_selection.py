@@ -212,10 +212,43 @@ def test_the_calibration_section_names_every_choice_it_passes():
     from training.detector_scoring import fit_calibration
 
     section = CalibrationConfig(window_aggregation=["min"], combiner=["on"], smoothing=[0, 3], selection="one_se",
-                                task_indicators="all", span_extension=0.7, small_tasks="stricter")
+                                task_indicators="all", span_extension=0.7, small_tasks="stricter",
+                                threshold_choice="bagged")
     choices = section.choices()
     params = inspect.signature(fit_calibration).parameters
     assert set(choices) <= set(params) and set(params) - set(choices) == {"records", "raw", "settings"}
     assert choices == {"aggregations": ["min"], "combiner_modes": ["on"], "smoothings": [0, 3],
                        "selection": "one_se", "task_indicators": "all", "span_extension": 0.7,
-                       "small_tasks": "stricter"}
+                       "small_tasks": "stricter", "threshold_choice": "bagged"}
+
+
+def test_the_bagged_threshold_is_the_median_of_the_resamples_choices():
+    from training.detector_scoring import bagged_pick
+
+    # rows: thresholds in rising order; columns: resamples. The full sample would take row 2 (one resample's
+    # spike); the resamples' own best rows are 0, 1, 1, 2, 2 (ties to the higher row, as the plain choice)
+    boot = np.array([[0.50, 0.40, 0.40, 0.30, 0.30],
+                     [0.40, 0.50, 0.50, 0.30, 0.30],
+                     [0.40, 0.40, 0.40, 0.30, 0.90]])
+    assert bagged_pick(boot) == 1
+    assert bagged_pick(boot[:, :4]) == 1  # an even count: the lower median, a row that exists
+    assert bagged_pick(np.array([[0.1, 0.2], [0.3, 0.4]])) == 1  # a row best in every resample is kept
+
+
+def test_bagged_thresholds_are_grid_values_and_follow_a_clear_separation():
+    from inference.settings import InferenceSettings
+    from training.detector_scoring import THRESHOLDS
+
+    rng = np.random.default_rng(0)
+    recs = [_record(i, i % 2 == 0) for i in range(24)]
+    raw = [_prediction(r, rng) for r in recs]
+    hm = InferenceSettings().hallucination_mitigation.hallucination_model
+    best, _, _ = fit_calibration(recs, raw, hm, ["max"], ["off"], [0])
+    bagged, _, _ = fit_calibration(recs, raw, hm, ["max"], ["off"], [0], threshold_choice="bagged")
+    again, _, _ = fit_calibration(recs, raw, hm, ["max"], ["off"], [0], threshold_choice="bagged")
+    assert bagged.threshold in THRESHOLDS and bagged.threshold == again.threshold  # seeded
+    assert abs(THRESHOLDS.index(bagged.threshold) - THRESHOLDS.index(best.threshold)) <= 2
+    with pytest.raises(ValueError, match="calibration.threshold_choice"):
+        fit_calibration(recs, raw, hm, ["max"], ["off"], [0], threshold_choice="mean")
+    with pytest.raises(ValueError, match="calibration.threshold_choice"):
+        CalibrationConfig(threshold_choice="mean").validate()

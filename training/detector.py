@@ -52,6 +52,7 @@ from training.detector_scoring import (
     SELECTIONS,
     SMALL_TASKS,
     TASK_INDICATORS,
+    THRESHOLD_CHOICES,
     calibrate,
     evaluate,
     runtime_gate,
@@ -163,6 +164,9 @@ class CalibrationConfig:
     # global: a task type too small for its own threshold uses the global one; stricter: its own when higher
     # (training.detector_scoring.SMALL_TASKS)
     small_tasks: str = "global"
+    # best: each threshold at the top of its objective curve; bagged: the median of that choice over bootstrap
+    # resamples of the calibration responses (training.detector_scoring.THRESHOLD_CHOICES)
+    threshold_choice: str = "best"
 
     def validate(self):
         if set(self.window_aggregation) - {"max", "min", "mean"} or not self.window_aggregation:
@@ -178,6 +182,9 @@ class CalibrationConfig:
                              f"got {self.task_indicators!r}")
         if self.small_tasks not in SMALL_TASKS:
             raise ValueError(f"calibration.small_tasks: one of {', '.join(SMALL_TASKS)}, got {self.small_tasks!r}")
+        if self.threshold_choice not in THRESHOLD_CHOICES:
+            raise ValueError(f"calibration.threshold_choice: one of {', '.join(THRESHOLD_CHOICES)}, "
+                             f"got {self.threshold_choice!r}")
         for width in self.smoothing:
             Calibration(smoothing=width)  # the runtime's own check of one width
         Calibration(span_extension=self.span_extension)
@@ -187,7 +194,8 @@ class CalibrationConfig:
         (every call site passes them by name, so a new option cannot land in another's place)."""
         return {"aggregations": self.window_aggregation, "combiner_modes": self.combiner,
                 "smoothings": self.smoothing, "selection": self.selection, "task_indicators": self.task_indicators,
-                "span_extension": self.span_extension, "small_tasks": self.small_tasks}
+                "span_extension": self.span_extension, "small_tasks": self.small_tasks,
+                "threshold_choice": self.threshold_choice}
 
 
 @dataclass

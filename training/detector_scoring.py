@@ -211,7 +211,8 @@ SMALL_TASKS = ("global", "stricter")
 
 
 def stricter_small_task_thresholds(records: list[SpanRecord], raw: list[Prediction], settings,
-                                   cal: Calibration) -> tuple[Calibration, dict[str, float]]:
+                                   cal: Calibration, threshold_choice: str = "best"
+                                   ) -> tuple[Calibration, dict[str, float]]:
     """`cal` with a threshold for each task type that does not qualify for its own (tasks_with_own_threshold) but
     has both hallucinated and faithful calibration responses, where the threshold that maximises the objective on
     those responses (among equals the highest, as _best_threshold everywhere) is above `cal.threshold`; and those
@@ -221,7 +222,8 @@ def stricter_small_task_thresholds(records: list[SpanRecord], raw: list[Predicti
     stricter = {}
     for task, (idx, positive) in _records_by_task(records).items():
         if task not in qualified and 0 < positive < len(idx):
-            own = _best_threshold([records[i] for i in idx], [preds[i] for i in idx], settings, cal)[0]
+            own = _best_threshold([records[i] for i in idx], [preds[i] for i in idx], settings, cal,
+                                  threshold_choice)[0]
             if own > cal.threshold:
                 stricter[task] = own
     if not stricter:
@@ -248,12 +250,36 @@ def combiner_features(features, by_task: dict[str, list[int]], task_indicators: 
     return tuple(f for f in features if f not in TASK_FEATURES or f.removeprefix("task=") in by_task)
 
 
-def _best_threshold(records, preds, settings, cal) -> tuple[float, float]:
+# How a threshold is read off the objective curve (`calibration.threshold_choice`):
+# - "best": the threshold with the highest objective on the calibration records (among equals the highest);
+# - "bagged": the median of that choice over bootstrap resamples of the calibration responses (Breiman's bagging
+#   applied to the choice itself). On a few dozen responses the objective curve is jagged, and its argmax can jump
+#   to a neighbouring threshold that one or two responses favour; the median choice over resamples follows the
+#   bulk of the responses instead.
+THRESHOLD_CHOICES = ("best", "bagged")
+
+
+def _best_threshold(records, preds, settings, cal, choice: str = "best", seed: int = 0) -> tuple[float, float]:
+    """(threshold, its objective) on these records, by `choice` (THRESHOLD_CHOICES)."""
     gold = gold_token_labels(records, preds)
-    scored = [(objective(scored_items(records, preds, threshold=t, settings=settings, calibration=cal, gold=gold)), t)
-              for t in THRESHOLDS]
-    best = max(scored)
-    return best[1], best[0]
+    items = [scored_items(records, preds, threshold=t, settings=settings, calibration=cal, gold=gold)
+             for t in THRESHOLDS]
+    objectives = [objective(it) for it in items]
+    if choice == "best" or not records:
+        best = max(zip(objectives, THRESHOLDS))
+        return best[1], best[0]
+    n = len(records)
+    weights = np.random.default_rng(seed).multinomial(n, np.full(n, 1.0 / n), size=BOOTSTRAP_SAMPLES)
+    boot = np.stack([objective_of_stats(objective_stats(it), weights) for it in items])  # (thresholds, resamples)
+    i = bagged_pick(boot)
+    return THRESHOLDS[i], objectives[i]
+
+
+def bagged_pick(boot: np.ndarray) -> int:
+    """The median over resamples (columns) of each resample's best row (rows: thresholds in rising order; among
+    equals the highest, as "best"), as a row index: the lower median, so that it is a grid value."""
+    picks = boot.shape[0] - 1 - boot[::-1].argmax(axis=0)
+    return int(np.sort(picks)[(len(picks) - 1) // 2])
 
 
 # How a calibration is chosen among its candidates (`calibration.selection`):
@@ -310,8 +336,8 @@ def select_one_se(objectives: list[float], complexities: list[int], stats: list[
 
 def fit_calibration(records: list[SpanRecord], raw: list[Prediction], settings, aggregations=("max", "min"),
                     combiner_modes=("off", "on"), smoothings=(0,), selection: str = "best",
-                    task_indicators: str = "qualified", span_extension: float = 1.0, small_tasks: str = "global"
-                    ) -> tuple[Calibration, list[dict], dict[str, Calibration]]:
+                    task_indicators: str = "qualified", span_extension: float = 1.0, small_tasks: str = "global",
+                    threshold_choice: str = "best") -> tuple[Calibration, list[dict], dict[str, Calibration]]:
     """Choose window aggregation, combiner, smoothing and thresholds (global and per task type) on calibration
     records; spans are built with `span_extension` (inference.detector_stage.extension_of), which every candidate
     records.
@@ -322,13 +348,17 @@ def fit_calibration(records: list[SpanRecord], raw: list[Prediction], settings, 
     inference.grounding.COPY_FEATURES). Smoothings: widths of the moving average over answer
     tokens applied after the combiner (inference.detector_stage.smooth; 0 = none). `selection`: "best" or
     "one_se" (see SELECTIONS); `task_indicators`: see TASK_INDICATORS; `small_tasks`: see SMALL_TASKS (applied to
-    the chosen candidate). Returns the chosen calibration, the
+    the chosen candidate); `threshold_choice`: how each threshold is read off its objective curve (see
+    THRESHOLD_CHOICES). Returns the chosen calibration, the
     table of every candidate's objective, and the best calibration of each combiner mode.
     """
     if selection not in SELECTIONS:
         raise ValueError(f"calibration.selection: one of {', '.join(SELECTIONS)}, got {selection!r}")
     if small_tasks not in SMALL_TASKS:
         raise ValueError(f"calibration.small_tasks: one of {', '.join(SMALL_TASKS)}, got {small_tasks!r}")
+    if threshold_choice not in THRESHOLD_CHOICES:
+        raise ValueError(f"calibration.threshold_choice: one of {', '.join(THRESHOLD_CHOICES)}, "
+                         f"got {threshold_choice!r}")
     # The thresholds are the model's, chosen on its own spans: the exact check's spans (flag_ungrounded) are
     # added at inference, not traded against a higher threshold (docs/detector.md, "Grounding signals, strict")
     settings = replace(settings, flag_ungrounded=False)
@@ -345,7 +375,7 @@ def fit_calibration(records: list[SpanRecord], raw: list[Prediction], settings, 
             for width in smoothings:
                 cal = Calibration(None, agg, combiner, smoothing=width, span_extension=span_extension)
                 preds = apply_calibration(records, raw, settings, cal)
-                cal.threshold, global_obj = _best_threshold(records, preds, settings, cal)
+                cal.threshold, global_obj = _best_threshold(records, preds, settings, cal, threshold_choice)
                 complexity = _COMPLEXITY[mode] + int(width > 1)
                 row = {"window_aggregation": agg, "combiner": mode, "smoothing": width,
                        "threshold": cal.threshold, "objective_global_threshold": round(global_obj, 4)}
@@ -354,7 +384,7 @@ def fit_calibration(records: list[SpanRecord], raw: list[Prediction], settings, 
                 task_t = {}
                 for task, idx in by_task.items():
                     task_t[task] = _best_threshold([records[i] for i in idx], [preds[i] for i in idx], settings,
-                                                   cal)[0]
+                                                   cal, threshold_choice)[0]
                 per_task = Calibration(cal.threshold, agg, combiner, task_thresholds=task_t or None, smoothing=width,
                                        span_extension=span_extension)
                 task_obj = global_obj
@@ -381,7 +411,8 @@ def fit_calibration(records: list[SpanRecord], raw: list[Prediction], settings, 
     obj, _, best, _, row = candidates[chosen]
     row["selected"] = "task_thresholds" if best.task_thresholds else "global_threshold"
     if small_tasks == "stricter":
-        best, row["small_task_thresholds"] = stricter_small_task_thresholds(records, raw, settings, best)
+        best, row["small_task_thresholds"] = stricter_small_task_thresholds(records, raw, settings, best,
+                                                                            threshold_choice)
     log.info("calibration (%s): %s (objective %.4f on %d records; best candidate %.4f)", selection,
              {**best.to_dict(), "combiner": bool(best.combiner)}, obj, len(records), max(objectives))
     return best, table, {m: c for m, (_, c) in best_by_mode.items()}
