@@ -260,3 +260,24 @@ def test_grounding_answer_types_train_save_and_reach_the_runtime(tmp_path, tiny_
     assert run_cli(main, ["--config", str(cfg), "--data-dir", str(data), "--max-steps", "1",
                           "--output-dir", str(tmp_path / "modern")]) == 2
     assert "data.answer_types" in capsys.readouterr().err
+
+
+def test_dev_metrics_read_answer_tokens_only_and_rank_without_a_threshold():
+    """token_metrics: the F1s at the argmax and token_ap (threshold-free, train.metric_for_best_model: token_ap)
+    over the labelled answer tokens only; context positions (-100) never count."""
+    import numpy as np
+
+    from training.detector import token_metrics
+
+    labels = np.array([[-100, 0, 0, 1, 1], [-100, -100, 0, 0, 0]])
+    # P(HALLUCINATED) ranks both hallucinated tokens first, but only one crosses the argmax; the context position
+    # holds the highest score of all, and must not count
+    p1 = np.array([[0.99, 0.2, 0.1, 0.9, 0.4], [0.99, 0.99, 0.3, 0.05, 0.2]])
+    logits = np.log(np.stack([1 - p1, p1], axis=-1))
+    m = token_metrics(logits, labels)
+    assert m["token_ap"] == 1.0 and m["token_precision"] == 1.0 and m["token_recall"] == 0.5
+    assert m["example_f1"] == 1.0
+    # a hallucinated token ranked under a faithful one lowers the AP; no hallucinated token at all gives 0.0
+    p1[1, 2] = 0.95
+    assert token_metrics(np.log(np.stack([1 - p1, p1], axis=-1)), labels)["token_ap"] < 1.0
+    assert token_metrics(logits, np.where(labels == 1, 0, labels))["token_ap"] == 0.0

@@ -71,7 +71,9 @@ from training.trainer import (
 
 log = logging.getLogger("halugate.training.detector")
 
-DEV_METRICS = ("token_f1", "token_precision", "token_recall", "example_f1")
+# token_ap: average precision of P(HALLUCINATED) over the dev answer tokens, threshold-free like the calibration
+# that follows training (the F1s are read at the argmax, a threshold the calibration then replaces)
+DEV_METRICS = ("token_f1", "token_precision", "token_recall", "example_f1", "token_ap")
 
 
 @dataclass
@@ -417,8 +419,9 @@ def augment_training(cfg: DetectorConfig, train_recs: list[SpanRecord]) -> tuple
 
 
 def token_metrics(logits: np.ndarray, labels: np.ndarray) -> dict:
-    """Dev metrics from Trainer predictions: token P/R/F1 of HALLUCINATED and example F1 (answer tokens only)."""
-    from sklearn.metrics import f1_score, precision_recall_fscore_support
+    """Dev metrics from Trainer predictions: token P/R/F1 of HALLUCINATED at the argmax, example F1, and the
+    token-level average precision of P(HALLUCINATED) (answer tokens only; 0.0 without a hallucinated token)."""
+    from sklearn.metrics import average_precision_score, f1_score, precision_recall_fscore_support
 
     pred = np.argmax(logits, axis=-1)
     mask = labels != IGNORE_INDEX
@@ -426,8 +429,11 @@ def token_metrics(logits: np.ndarray, labels: np.ndarray) -> dict:
                                                  zero_division=0)
     ex_true = [int((labels[i][mask[i]] == 1).any()) for i in range(len(labels))]
     ex_pred = [int((pred[i][mask[i]] == 1).any()) for i in range(len(labels))]
+    shifted = logits[mask] - logits[mask].max(axis=-1, keepdims=True)
+    prob = np.exp(shifted[:, 1]) / np.exp(shifted).sum(axis=-1)
+    ap = average_precision_score(labels[mask] == 1, prob) if (labels[mask] == 1).any() else 0.0
     return {"token_f1": float(f[0]), "token_precision": float(p[0]), "token_recall": float(r[0]),
-            "example_f1": float(f1_score(ex_true, ex_pred, zero_division=0))}
+            "example_f1": float(f1_score(ex_true, ex_pred, zero_division=0)), "token_ap": float(ap)}
 
 
 # ---- run --------------------------------------------------------------------------------------------------
