@@ -31,10 +31,11 @@ from inference.grounding import (
     GROUNDING_TYPE_VOCAB,
     ContextIndex,
     answer_type_ids,
-    token_features,
+    grounding_features,
     word_signals,
 )
 from inference.labels import DETECTOR_LABELS, IGNORE_INDEX
+from inference.runners import softmax
 from inference.spans import AnswerTooLongError, context_windows, encode_detector_input
 from inference.structured import as_structured_text
 from inference.windowing import rank_windows
@@ -372,8 +373,8 @@ def check_answer_types(cfg: DetectorConfig, base: str | None = None, tokenizer=N
 def grounding_types(enc, rec: SpanRecord):
     """`enc` with the answer token types of data.answer_types "grounding", computed against the record's whole
     context and question: what the runtime computes them against when its windows read the whole context."""
-    words = word_signals(rec.answer, ContextIndex(f"{rec.context}\n{rec.question or ''}"), copy=False)
-    return enc.with_answer_types(answer_type_ids(token_features(words, enc.answer_offsets)))
+    grounding = grounding_features(rec.answer, rec.context, rec.question, enc.answer_offsets, copy=False)
+    return enc.with_answer_types(answer_type_ids(grounding))
 
 
 def encode_records(tokenizer, records: list[SpanRecord], max_length: int, report, split: str,
@@ -429,8 +430,7 @@ def token_metrics(logits: np.ndarray, labels: np.ndarray) -> dict:
                                                  zero_division=0)
     ex_true = [int((labels[i][mask[i]] == 1).any()) for i in range(len(labels))]
     ex_pred = [int((pred[i][mask[i]] == 1).any()) for i in range(len(labels))]
-    shifted = logits[mask] - logits[mask].max(axis=-1, keepdims=True)
-    prob = np.exp(shifted[:, 1]) / np.exp(shifted).sum(axis=-1)
+    prob = softmax(logits[mask])[:, 1]
     ap = average_precision_score(labels[mask] == 1, prob) if (labels[mask] == 1).any() else 0.0
     return {"token_f1": float(f[0]), "token_precision": float(p[0]), "token_recall": float(r[0]),
             "example_f1": float(f1_score(ex_true, ex_pred, zero_division=0)), "token_ap": float(ap)}

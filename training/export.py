@@ -67,7 +67,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from inference.detector_stage import load_detector_json
-from inference.grounding import ContextIndex, answer_type_ids, token_features, word_signals
+from inference.grounding import answer_type_ids, grounding_features
 from inference.labels import DETECTOR_LABELS, EXPLAINER_LABELS, SENTINEL_LABELS, id2label, label2id
 from inference.runners import FALLBACK_FILE, max_positions, near_ties, read_fallback
 from training.data.base import DataError, numbered_jsonl
@@ -329,8 +329,8 @@ def type_answers(batch: dict[str, np.ndarray], offsets: np.ndarray, chunk: list[
         types = batch["token_type_ids"][row]
         spans = offsets[row]
         at = np.flatnonzero((types == 1) & (spans[:, 1] > spans[:, 0]))
-        words = word_signals(answer, ContextIndex(first), copy=False)
-        types[at] = answer_type_ids(token_features(words, [tuple(spans[k]) for k in at]))
+        grounding = grounding_features(answer, first, None, [tuple(spans[k]) for k in at], copy=False)
+        types[at] = answer_type_ids(grounding)
 
 
 # ---- logits and comparison -----------------------------------------------------------------------------------
