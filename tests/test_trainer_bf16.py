@@ -220,3 +220,60 @@ def test_label_smoothing_reaches_the_loss_and_is_checked(tiny_bert_dir, tmp_path
     with pytest.raises(ValueError, match="train.label_smoothing"):
         TrainArgs(label_smoothing=1.0).validate()
     TrainArgs(label_smoothing=0.1).validate()
+
+
+def test_layer_lr_decay_gives_each_depth_its_rate(tiny_bert_dir, tmp_path):
+    """train.layer_lr_decay: the optimizer holds one rate per depth, the head at train.learning_rate and each
+    layer below at decay x the one above (embeddings lowest), with weight decay off for biases and norms; the
+    option is checked."""
+    from transformers import AutoModelForSequenceClassification, TrainingArguments
+
+    from training.config import TrainArgs
+    from training.trainer import _weighted_trainer_cls, layer_depth
+
+    model = AutoModelForSequenceClassification.from_pretrained(tiny_bert_dir, num_labels=2)
+    n = model.config.num_hidden_layers
+    args = TrainingArguments(output_dir=str(tmp_path), report_to=[], use_cpu=True, learning_rate=1e-3,
+                             weight_decay=0.01)
+    optimizer = _weighted_trainer_cls()(model=model, args=args, layer_lr_decay=0.5).create_optimizer()
+    rate = {id(p): (g["lr"], g["weight_decay"]) for g in optimizer.param_groups for p in g["params"]}
+    named = dict(model.named_parameters())
+    assert len(rate) == len(named)  # every tensor is in exactly one group
+    assert rate[id(named["classifier.weight"])] == (pytest.approx(1e-3), 0.01)
+    assert rate[id(named["bert.pooler.dense.weight"])][0] == pytest.approx(1e-3)
+    assert rate[id(named[f"bert.encoder.layer.{n - 1}.output.dense.weight"])][0] == pytest.approx(5e-4)
+    assert rate[id(named["bert.encoder.layer.0.attention.self.query.weight"])][0] == pytest.approx(1e-3 * 0.5 ** n)
+    assert rate[id(named["bert.embeddings.word_embeddings.weight"])][0] == pytest.approx(1e-3 * 0.5 ** (n + 1))
+    assert rate[id(named["bert.encoder.layer.0.attention.self.query.bias"])][1] == 0.0
+    assert layer_depth("model.layers.11.attn.Wqkv.weight", 22) == 12  # ModernBERT's naming
+    assert layer_depth("model.final_norm.weight", 22) == 23
+    plain = _weighted_trainer_cls()(model=model, args=args).create_optimizer()
+    assert {g["lr"] for g in plain.param_groups} == {1e-3}
+    with pytest.raises(ValueError, match="train.layer_lr_decay"):
+        TrainArgs(layer_lr_decay=0.0).validate()
+    TrainArgs(layer_lr_decay=0.8).validate()
+
+
+def test_reinit_top_layers_renews_only_the_top(tiny_bert_dir):
+    """model.reinit_top_layers: the top k encoder layers get fresh weights, the lower layers and the
+    embeddings keep the pretrained ones; k outside the encoder's depth is refused with the field's name."""
+    import torch
+    from transformers import AutoModelForTokenClassification
+
+    from training.config import ModelConfig
+    from training.models import BaseModelError, build_model
+
+    pretrained = dict(AutoModelForTokenClassification.from_pretrained(tiny_bert_dir, num_labels=2).named_parameters())
+    n = AutoModelForTokenClassification.from_pretrained(tiny_bert_dir).config.num_hidden_layers
+    model = build_model(tiny_bert_dir, "token", ["SUPPORTED", "HALLUCINATED"], seed=0, reinit_top=1)
+    renewed = dict(model.named_parameters())
+    top, below = f"bert.encoder.layer.{n - 1}.attention.self.query.weight", "bert.encoder.layer.0.output.dense.weight"
+    assert not torch.equal(renewed[top], pretrained[top])
+    assert torch.equal(renewed[f"bert.encoder.layer.{n - 1}.output.dense.bias"], torch.zeros_like(pretrained[
+        f"bert.encoder.layer.{n - 1}.output.dense.bias"]))
+    assert torch.equal(renewed[below], pretrained[below])
+    assert torch.equal(renewed["bert.embeddings.word_embeddings.weight"], pretrained["bert.embeddings.word_embeddings.weight"])
+    with pytest.raises(BaseModelError, match="model.reinit_top_layers"):
+        build_model(tiny_bert_dir, "token", ["SUPPORTED", "HALLUCINATED"], reinit_top=n + 1)
+    with pytest.raises(ValueError, match="model.reinit_top_layers"):
+        ModelConfig(reinit_top_layers=-1).validate()

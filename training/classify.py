@@ -61,7 +61,7 @@ def run_sequence_classification(cfg, train_recs, dev_recs, test_recs, labels: li
     log.info("base model %s -> %s", cfg.model.base_model, base)
     tokenizer = load_tokenizer(base)
     model = build_model(base, "sequence", labels, cfg.model.lora, attention_dropout=cfg.model.attention_dropout,
-                        seed=cfg.run.seed)
+                        seed=cfg.run.seed, reinit_top=cfg.model.reinit_top_layers)
     if hasattr(model, "print_trainable_parameters"):
         model.print_trainable_parameters()
 

@@ -473,7 +473,7 @@ def train_and_calibrate(cfg: DetectorConfig, train_recs: list[SpanRecord], dev_r
     log.info("train: %d examples, %d tokens per epoch; augmentation %s", len(train_f), n_tokens, dict(aug_stats))
 
     model = build_model(base, "token", DETECTOR_LABELS, cfg.model.lora, attention_dropout=cfg.model.attention_dropout,
-                        seed=cfg.run.seed)
+                        seed=cfg.run.seed, reinit_top=cfg.model.reinit_top_layers)
     if d.answer_types == "grounding":
         extend_token_types(model, GROUNDING_TYPE_VOCAB)
     weights = None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from inference.labels import id2label, label2id
@@ -238,14 +239,34 @@ def extend_token_types(model, n: int) -> None:
     model.config.type_vocab_size = n
 
 
+_LAYER_MODULE = re.compile(r"(?:^|\.)layers?\.(\d+)$")
+
+
+def reinit_top_layers(model, k: int) -> None:
+    """Give the top `k` encoder layers fresh weights (the model's own `_init_weights`: normal(0,
+    initializer_range) matrices, zero biases, unit norms); the embeddings and lower layers keep theirs."""
+    n = model.config.num_hidden_layers
+    if not 0 < k <= n:
+        raise BaseModelError(f"model.reinit_top_layers: must be between 0 and {n} for this {n}-layer encoder, "
+                             f"got {k}")
+    layers = [module for name, module in model.named_modules()
+              if (match := _LAYER_MODULE.search(name)) and int(match.group(1)) >= n - k]
+    if len(layers) != k:
+        raise BaseModelError(f"model.reinit_top_layers: found {len(layers)} of the top {k} layers of this "
+                             f"{model.config.model_type!r} model by name (expected modules named '...layer.N')")
+    for module in layers:
+        module.apply(model._init_weights)
+
+
 def build_model(path: str, task: str, labels: list[str], lora=None, dropout: float | None = None,
-                attention_dropout: float | None = None, seed: int | None = None):
+                attention_dropout: float | None = None, seed: int | None = None, reinit_top: int = 0):
     """Load `path` with a fresh head for `task` ("sequence" | "token"); wrap it in LoRA when configured.
 
     `lora` is a training.config.LoraConfig (enabled, r, alpha, dropout, target_modules); `attention_dropout`
     (model.attention_dropout) overrides the base model's dropout on attention probabilities. `seed` (the run's
     seed) fixes the random initialisation of the new head and the LoRA matrices: the Trainer seeds only when it
     starts, after the model exists, so without it two runs of one recipe started from different heads.
+    `reinit_top` (model.reinit_top_layers) re-initialises that many top encoder layers (reinit_top_layers).
     """
     from transformers import (
         AutoConfig,
@@ -266,6 +287,8 @@ def build_model(path: str, task: str, labels: list[str], lora=None, dropout: flo
         set_attention_dropout(config, attention_dropout)
     cls = AutoModelForSequenceClassification if task == "sequence" else AutoModelForTokenClassification
     model = cls.from_pretrained(path, config=config, ignore_mismatched_sizes=True)
+    if reinit_top:
+        reinit_top_layers(model, reinit_top)
     if lora is not None and lora.enabled:
         from peft import LoraConfig, TaskType, get_peft_model
 

@@ -15,6 +15,7 @@ import json
 import logging
 import math
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -102,8 +103,10 @@ def _weighted_trainer_cls():
         """Cross-entropy with class weights and optional label smoothing; works for sequence and token
         classification (-100 ignored)."""
 
-        def __init__(self, *args, loss_weights=None, loss_fn=None, label_smoothing: float = 0.0, **kwargs):
+        def __init__(self, *args, loss_weights=None, loss_fn=None, label_smoothing: float = 0.0,
+                     layer_lr_decay: float | None = None, **kwargs):
             super().__init__(*args, **kwargs)
+            self.layer_lr_decay = layer_lr_decay
             if loss_fn is not None and label_smoothing and not _accepts_label_smoothing(loss_fn):
                 raise ValueError("train.label_smoothing: not supported with this recipe's own loss; set it to 0")
             self.loss_weights = loss_weights
@@ -128,6 +131,16 @@ def _weighted_trainer_cls():
                 )
             return (loss, outputs) if return_outputs else loss
 
+        def create_optimizer(self, *args, **kwargs):
+            if self.layer_lr_decay is None or self.optimizer is not None:
+                return super().create_optimizer(*args, **kwargs)
+            optimizer_cls, optimizer_kwargs = self.get_optimizer_cls_and_kwargs(self.args, self.model)
+            optimizer_kwargs.pop("lr", None)  # every group carries its own rate
+            groups = layerwise_param_groups(self.model, self.args.learning_rate, self.layer_lr_decay,
+                                            self.args.weight_decay, set(self.get_decay_parameter_names(self.model)))
+            self.optimizer = optimizer_cls(groups, **optimizer_kwargs)
+            return self.optimizer
+
         def _get_eval_sampler(self, eval_dataset):
             # With group_by_length, transformers also length-groups evaluation and predict() batches, in a random
             # order: the logits then no longer line up with the caller's records (their sources, labels, texts).
@@ -137,6 +150,38 @@ def _weighted_trainer_cls():
             return torch.utils.data.SequentialSampler(eval_dataset)
 
     return WeightedTrainer
+
+
+_LAYER_INDEX = re.compile(r"\.layers?\.(\d+)\.")
+
+
+def layer_depth(name: str, num_layers: int) -> int:
+    """0 for the embeddings, i + 1 for encoder layer i, num_layers + 1 for what sits above the encoder (the
+    classification head, BERT's pooler, ModernBERT's final norm)."""
+    match = _LAYER_INDEX.search(name)
+    if match:
+        return int(match.group(1)) + 1
+    return 0 if "embed" in name else num_layers + 1
+
+
+def layerwise_param_groups(model, learning_rate: float, decay: float, weight_decay: float,
+                           decay_names: set[str]) -> list[dict]:
+    """Optimizer groups for layer-wise learning-rate decay: a tensor at depth d (layer_depth) learns at
+    learning_rate x decay ** (top - d); weight decay only on `decay_names` (the Trainer's choice: not on biases
+    and norms). The scheduler scales every group's rate alike. The top group comes first, so the rate the Trainer
+    logs (its first group's) is train.learning_rate's schedule."""
+    num_layers = model.config.num_hidden_layers
+    groups: dict[tuple[int, bool], dict] = {}
+    for name, p in model.named_parameters():
+        if not p.requires_grad:
+            continue
+        depth = layer_depth(name, num_layers)
+        key = (depth, name in decay_names)
+        if key not in groups:
+            groups[key] = {"params": [], "lr": learning_rate * decay ** (num_layers + 1 - depth),
+                           "weight_decay": weight_decay if key[1] else 0.0}
+        groups[key]["params"].append(p)
+    return [groups[k] for k in sorted(groups, reverse=True)]
 
 
 def _log_callback(path: Path):
@@ -321,6 +366,7 @@ def train(model, tokenizer, train_ds, dev_ds, cfg, out: Path, compute_metrics, d
                    *([weight_averaging_callback(t.swa_start)] if t.swa_start is not None else []),
                    *([head_first_callback(t.head_first)] if t.head_first is not None else [])],
         loss_weights=loss_weights, loss_fn=loss_fn, label_smoothing=t.label_smoothing,
+        layer_lr_decay=t.layer_lr_decay,
     )
     last = get_last_checkpoint(str(ckpt_dir)) if ckpt_dir.is_dir() else None
     if last:
