@@ -239,7 +239,14 @@ def extend_token_types(model, n: int) -> None:
     model.config.type_vocab_size = n
 
 
-_LAYER_MODULE = re.compile(r"(?:^|\.)layers?\.(\d+)$")
+_LAYER_INDEX = re.compile(r"(?:^|\.)layers?\.(\d+)(?=\.|$)")
+
+
+def encoder_layer_index(name: str) -> int | None:
+    """The encoder layer a module or parameter name belongs to (BERT / MPNet `...encoder.layer.3...`, ModernBERT
+    `model.layers.3...`), or None (embeddings, head, pooler, final norm)."""
+    match = _LAYER_INDEX.search(name)
+    return int(match.group(1)) if match else None
 
 
 def reinit_top_layers(model, k: int) -> None:
@@ -249,8 +256,8 @@ def reinit_top_layers(model, k: int) -> None:
     if not 0 < k <= n:
         raise BaseModelError(f"model.reinit_top_layers: must be between 0 and {n} for this {n}-layer encoder, "
                              f"got {k}")
-    layers = [module for name, module in model.named_modules()
-              if (match := _LAYER_MODULE.search(name)) and int(match.group(1)) >= n - k]
+    layers = [module for name, module in model.named_modules()  # the layer modules themselves, not their parts
+              if name.rsplit(".", 1)[-1].isdigit() and (i := encoder_layer_index(name)) is not None and i >= n - k]
     if len(layers) != k:
         raise BaseModelError(f"model.reinit_top_layers: found {len(layers)} of the top {k} layers of this "
                              f"{model.config.model_type!r} model by name (expected modules named '...layer.N')")

@@ -15,7 +15,6 @@ import json
 import logging
 import math
 import os
-import re
 import sys
 from pathlib import Path
 
@@ -23,7 +22,7 @@ import numpy as np
 
 from inference.config import save_config
 from training.cli import DeviceError
-from training.models import head_modules, merge_lora
+from training.models import encoder_layer_index, head_modules, merge_lora
 
 log = logging.getLogger("halugate.training")
 
@@ -152,15 +151,12 @@ def _weighted_trainer_cls():
     return WeightedTrainer
 
 
-_LAYER_INDEX = re.compile(r"\.layers?\.(\d+)\.")
-
-
 def layer_depth(name: str, num_layers: int) -> int:
     """0 for the embeddings, i + 1 for encoder layer i, num_layers + 1 for what sits above the encoder (the
     classification head, BERT's pooler, ModernBERT's final norm)."""
-    match = _LAYER_INDEX.search(name)
-    if match:
-        return int(match.group(1)) + 1
+    index = encoder_layer_index(name)
+    if index is not None:
+        return index + 1
     return 0 if "embed" in name else num_layers + 1
 
 
