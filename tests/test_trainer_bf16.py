@@ -260,11 +260,11 @@ def test_reinit_top_layers_renews_only_the_top(tiny_bert_dir):
     import torch
     from transformers import AutoModelForTokenClassification
 
-    from training.config import ModelConfig
+    from training.config import LoraConfig, ModelConfig
     from training.models import BaseModelError, build_model
 
-    pretrained = dict(AutoModelForTokenClassification.from_pretrained(tiny_bert_dir, num_labels=2).named_parameters())
-    n = AutoModelForTokenClassification.from_pretrained(tiny_bert_dir).config.num_hidden_layers
+    base = AutoModelForTokenClassification.from_pretrained(tiny_bert_dir, num_labels=2)
+    pretrained, n = dict(base.named_parameters()), base.config.num_hidden_layers
     model = build_model(tiny_bert_dir, "token", ["SUPPORTED", "HALLUCINATED"], seed=0, reinit_top=1)
     renewed = dict(model.named_parameters())
     top, below = f"bert.encoder.layer.{n - 1}.attention.self.query.weight", "bert.encoder.layer.0.output.dense.weight"
@@ -275,5 +275,7 @@ def test_reinit_top_layers_renews_only_the_top(tiny_bert_dir):
     assert torch.equal(renewed["bert.embeddings.word_embeddings.weight"], pretrained["bert.embeddings.word_embeddings.weight"])
     with pytest.raises(BaseModelError, match="model.reinit_top_layers"):
         build_model(tiny_bert_dir, "token", ["SUPPORTED", "HALLUCINATED"], reinit_top=n + 1)
+    with pytest.raises(BaseModelError, match="model.reinit_top_layers: needs full fine-tuning"):
+        build_model(tiny_bert_dir, "token", ["SUPPORTED", "HALLUCINATED"], lora=LoraConfig(enabled=True), reinit_top=1)
     with pytest.raises(ValueError, match="model.reinit_top_layers"):
         ModelConfig(reinit_top_layers=-1).validate()

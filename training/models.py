@@ -295,6 +295,9 @@ def build_model(path: str, task: str, labels: list[str], lora=None, dropout: flo
     cls = AutoModelForSequenceClassification if task == "sequence" else AutoModelForTokenClassification
     model = cls.from_pretrained(path, config=config, ignore_mismatched_sizes=True)
     if reinit_top:
+        if lora is not None and lora.enabled:  # LoRA freezes the base: the fresh layers would stay random
+            raise BaseModelError("model.reinit_top_layers: needs full fine-tuning (model.lora.enabled: false); "
+                                 "with LoRA the re-initialised layers would be frozen at random weights")
         reinit_top_layers(model, reinit_top)
     if lora is not None and lora.enabled:
         from peft import LoraConfig, TaskType, get_peft_model
