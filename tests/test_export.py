@@ -141,6 +141,35 @@ def test_blockwise_int8_quantises_every_weight_matmul_and_stays_close_to_fp32(be
     assert blockwise.shape == reference.shape and np.abs(blockwise - reference).max() < 0.05
 
 
+def test_blockwise_products_turns_only_the_named_fp32_products_of_an_int8_graph_blockwise(bert_seq_run, tmp_path):
+    import numpy as np
+    import onnxruntime as ort
+
+    from training.onnx_graph import blockwise_products, quantize_int8
+
+    out = tmp_path / "export"
+    export(bert_seq_run, out)  # fused graph, as the export quantises it
+    dynamic = tmp_path / "ffn_fp32.onnx"
+    kept = quantize_int8(out / FP32_FILE, dynamic, "ffn_fp32")
+    assert kept  # the tiny BERT has feed-forward products for the scheme to keep
+    dst = tmp_path / "hybrid.onnx"
+    blockwise_products(dynamic, dst, kept[:1])
+    before = [n.op_type for n in onnx.load(str(dynamic)).graph.node]
+    nodes = {n.name: n.op_type for n in onnx.load(str(dst)).graph.node}
+    assert list(nodes.values()).count("MatMulNBits") == 1 and kept[0] not in nodes
+    assert all(nodes.get(name) == "MatMul" for name in kept[1:])  # the others stay fp32
+    assert list(nodes.values()).count("MatMulInteger") == before.count("MatMulInteger")  # dynamic int8 untouched
+    feed = {"input_ids": np.array([[2, 15, 27, 9, 3, 0]], np.int64),
+            "attention_mask": np.array([[1, 1, 1, 1, 1, 0]], np.int64)}
+
+    def run(path):
+        session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+        return session.run(None, {i.name: feed.get(i.name, np.zeros_like(feed["input_ids"]))
+                                  for i in session.get_inputs()})[0]
+
+    assert np.abs(run(dst) - run(dynamic)).max() < 0.05
+
+
 def test_project_onnx_backend_loads_export(bert_seq_run, tmp_path):
     runners = pytest.importorskip("inference.runners")
     out = tmp_path / "export"
@@ -463,21 +492,30 @@ def test_nli_fallback_bench_refuses_an_export_without_a_fallback(bert_seq_run, t
 def test_a_passing_scheme_is_trimmed_to_the_fewest_fp32_products_that_keep_the_floor(tmp_path, monkeypatch):
     """_quantize on a fake graph whose int8 error is a known sum per product: the named scheme that passes keeps
     four products fp32, the trim keeps only the two that matter, with the search's margin, and gives the scheme
-    back when the margin cannot be shown."""
+    back when the margin cannot be shown; the products left in fp32 then go blockwise where the floor holds."""
     import training.export as ex
     from training.export import ParityInputs, ParityResult, search_target
 
     harm = {"ffn0": 0.008, "ffn1": 0.009, "ffn2": 0.0005, "ffn3": 0.0002, "attn0": 0.0001, "attn1": 0.0001}
+    blockwise_share = {"value": 0.1}  # a blockwise product's harm, as a share of its dynamic int8 harm
     schemes = {"all": [], "ffn_fp32": ["ffn0", "ffn1", "ffn2", "ffn3"]}
-    state, labels = {}, {"n": 20_000}
+    labels = {"n": 20_000}
 
+    # each fake file holds the names of its quantised products ("nb:" = blockwise), so moves work as for real
     def quantize(src, dst, scheme, keep_fp32=()):
         kept = [*schemes.get(scheme, []), *keep_fp32]
-        state[Path(dst).name] = {n for n in harm if n not in kept}
+        Path(dst).write_text(json.dumps(sorted(n for n in harm if n not in kept)))
         return kept
 
+    def quantised(path):
+        return set(json.loads(Path(path).read_text()))
+
+    def blockwise(src, dst, nodes):
+        Path(dst).write_text(json.dumps(sorted(quantised(src) | {f"nb:{n}" for n in nodes})))
+
     def agreement(path):
-        return 1.0 - sum(harm[n] for n in state[Path(path).name])
+        return 1.0 - sum(harm[n[3:]] * blockwise_share["value"] if n.startswith("nb:") else harm[n]
+                         for n in quantised(path))
 
     def check(path, reference, batches, task, *, floor=None, **_):
         a = agreement(path)
@@ -486,29 +524,42 @@ def test_a_passing_scheme_is_trimmed_to_the_fewest_fp32_products_that_keep_the_f
 
     monkeypatch.setattr(ex, "applicable_schemes", lambda path: list(schemes))
     monkeypatch.setattr(ex, "quantize_int8", quantize)
+    monkeypatch.setattr(ex, "blockwise_products", blockwise)
     monkeypatch.setattr(ex, "check_file", check)
     monkeypatch.setattr(ex, "onnx_logits", lambda path, batches: [np.full((1, 2), 1 - agreement(path))])
     monkeypatch.setattr(ex, "compare", lambda reference, logits, batches, task: (1, 0, float(logits[0][0, 0]), 0))
     select = ParityInputs(batches=[], reference=[], source="parity.jsonl", n_examples=40, max_length=8)
+    int8 = tmp_path / INT8_FILE
 
     target = search_target(0.99, 20_000)
     assert 0.99 < target < 0.9916  # two standard errors of an agreement near 0.99 on 20,000 labels
     tried = ex._quantize(tmp_path, select, "token", 0.99, disjoint=True)
-    assert [t["scheme"] for t in tried] == ["all", "ffn_fp32", "sensitive_fp32"]
-    trim = tried[-1]
+    assert [t["scheme"] for t in tried] == ["all", "ffn_fp32", "sensitive_fp32", "kept_blockwise"]
+    trim = tried[-2]
     assert trim["trims"] == "ffn_fp32" and trim["passed"] and trim["target"] == round(target, 5)
     # the most harmful first; with one the floor holds (0.9911) but not the margin, so two
     assert trim["kept_fp32"] == ["ffn1", "ffn0"] and trim["selection_agreement"] == 0.9991
-    assert state[INT8_FILE] == {"ffn2", "ffn3", "attn0", "attn1"}  # the file the check judges is the trimmed one
+    # the two kept products go blockwise (0.9991 - 0.0017 >= the plain floor): the file the check judges
+    assert tried[-1] == {"scheme": "kept_blockwise", "products": 2, "selection_agreement": 0.9974, "passed": True}
+    assert quantised(int8) == {"ffn2", "ffn3", "attn0", "attn1", "nb:ffn1", "nb:ffn0"}
+    assert not (tmp_path / "model.kept_blockwise.onnx").exists()
+    # blockwise that costs the floor: the trimmed file stays
+    blockwise_share["value"] = 0.6
+    tried = ex._quantize(tmp_path, select, "token", 0.99, disjoint=True)
+    assert not tried[-1]["passed"] and quantised(int8) == {"ffn2", "ffn3", "attn0", "attn1"}
+    blockwise_share["value"] = 0.1
 
-    # a floor the trimmed file cannot keep with the margin: the scheme that passed is written back
+    # a floor the trimmed file cannot keep with the margin: the scheme that passed is written back, and its four
+    # fp32 products are tried blockwise (0.9998 - 0.0021 misses this floor, so they stay fp32)
     harm.update(ffn2=0.002, ffn3=0.002)  # ffn_fp32 alone: 0.9998; any trim: at most 0.998
     tried = ex._quantize(tmp_path, select, "token", 0.9985, disjoint=True)
-    assert not tried[-1]["passed"] and state[INT8_FILE] == {"attn0", "attn1"}
+    assert not tried[-2]["passed"] and tried[-1]["products"] == 4 and not tried[-1]["passed"]
+    assert quantised(int8) == {"attn0", "attn1"}
     # without records of its own to choose on, nothing is trimmed (the check would judge what it was fitted to)
-    assert [t["scheme"] for t in ex._quantize(tmp_path, select, "token", 0.99, disjoint=False)] == ["all", "ffn_fp32"]
+    assert [t["scheme"] for t in ex._quantize(tmp_path, select, "token", 0.99, disjoint=False)] == [
+        "all", "ffn_fp32", "kept_blockwise"]
     # a selection too small to show the floor beyond noise: no search
     labels["n"] = 100
     harm.update(ffn2=0.0005, ffn3=0.0002)
-    skipped = ex._quantize(tmp_path, select, "token", 0.99, disjoint=True)[-1]
-    assert "skipped" in skipped and not skipped["passed"] and state[INT8_FILE] == {"attn0", "attn1"}
+    skipped = ex._quantize(tmp_path, select, "token", 0.99, disjoint=True)[-2]
+    assert "skipped" in skipped and not skipped["passed"]

@@ -74,7 +74,9 @@ from training.data.base import DataError, numbered_jsonl
 from training.data.records import record_class
 from training.models import BaseModelError, load_tokenizer, resolve_base_model
 from training.onnx_graph import (
+    BLOCKWISE_SCHEME,
     applicable_schemes,
+    blockwise_products,
     embeddings_fp32,
     fuse_transformer,
     quantize_int8,
@@ -648,7 +650,8 @@ def _quantize(staging: Path, select: ParityInputs, task: str, floor: float, disj
     inputs, then the sensitivity search (only when `disjoint`: the selection inputs are not the check's); the
     last one tried stays in INT8_FILE (the parity check of the report then ships or refuses it). A named scheme
     that passes with matrix products in fp32 is then trimmed: the same search over those products only, so
-    that no more stay fp32 than keep the floor (the `make demo` Detector of session 33: 7 of ffn_fp32's 12)."""
+    that no more stay fp32 than keep the floor (the `make demo` Detector of session 33: 7 of ffn_fp32's 12), and
+    the products still in fp32 become blockwise int8 where that keeps the floor (_blockwise_kept)."""
     tried = []
     for scheme in applicable_schemes(staging / FP32_FILE):
         log.info("quantising to int8 (%s)", scheme)
@@ -659,6 +662,10 @@ def _quantize(staging: Path, select: ParityInputs, task: str, floor: float, disj
         if parity.passed:
             if kept_fp32 and disjoint:
                 tried.append(_trim(staging, select, task, floor, scheme, kept_fp32, parity.n_compared))
+                if tried[-1]["passed"]:
+                    kept_fp32 = tried[-1]["kept_fp32"]
+            if kept_fp32 and scheme != BLOCKWISE_SCHEME:
+                tried.append(_blockwise_kept(staging, select, task, floor, kept_fp32))
             return tried
     if not disjoint:  # the search fits the inputs it stops on (docs/export.md): only a separate check may judge it
         tried.append({"scheme": SENSITIVE_SCHEME, "passed": False,
@@ -666,6 +673,27 @@ def _quantize(staging: Path, select: ParityInputs, task: str, floor: float, disj
         return tried
     tried.append(_sensitive_fp32(staging, select, task, floor, parity.n_compared))
     return tried
+
+
+KEPT_BLOCKWISE = "kept_blockwise"
+
+
+def _blockwise_kept(staging: Path, select: ParityInputs, task: str, floor: float, kept: list[str]) -> dict:
+    """The matrix products the shipped dynamic scheme keeps in fp32 turned into blockwise int8 (MatMulNBits,
+    training.onnx_graph.blockwise_products), kept when the selection's agreement stays at the floor: one fixed
+    step like a named scheme, not a search, so the plain floor applies (the check then gates the file). The
+    `make demo` Detector (session 40): its graph 12% faster at 512 context tokens, agreement 0.9918 / 0.9924 on
+    selection / check (0.9942 / 0.9927 before), through the runtime 4.2% of flagged characters unlike fp32's
+    (3.5% before) and the same flag on 606 of 611 RAGTruth answers (the same)."""
+    int8, candidate = staging / INT8_FILE, staging / "model.kept_blockwise.onnx"
+    blockwise_products(int8, candidate, kept)
+    parity = check_file(candidate, select.reference, select.batches, task, floor=floor)
+    log.info("int8 with its %d fp32 matrix products blockwise: agreement %.4f", len(kept), parity.label_agreement)
+    if parity.passed:
+        candidate.replace(int8)
+    candidate.unlink(missing_ok=True)
+    return {"scheme": KEPT_BLOCKWISE, "products": len(kept), "selection_agreement": round(parity.label_agreement, 5),
+            "passed": parity.passed}
 
 
 SENSITIVE_SCHEME = "sensitive_fp32"

@@ -17,6 +17,8 @@ Both are only ever kept after training.export's parity check against PyTorch (do
   well at run time (VNNI dot products where the CPU has them). A scale per block, not per tensor, keeps the
   outliers that the dynamic schemes lose. On the mpnet Explainer, where every dynamic scheme missed 0.99, it
   agrees with fp32 on 0.9933 of 1,502 test pairs (docs/export.md). It needs ONNX Runtime 1.22 or newer to run.
+- `blockwise_products`, the step after a dynamic scheme passed: the products it keeps in fp32 become MatMulNBits
+  as above, since the outliers that rule out a per-tensor scale there are what a scale per block keeps.
 - `weighted_nodes` and `quantize_int8(..., keep_fp32=...)`: the pieces of the last resort when no named scheme
   passes (training.export measures which matrix products int8 hurts most and keeps only those in fp32).
 """
@@ -132,6 +134,25 @@ def _quantize_blockwise(src: Path, dst: Path, keep_fp32: Sequence[str] = ()) -> 
     embeddings and fused Attention ops stay fp32. Returns the nodes kept in fp32 (those of `keep_fp32`)."""
     import onnx
 
+    _matmul_nbits(onnx.load(str(src)), dst, exclude=keep_fp32)
+    return list(keep_fp32)
+
+
+def blockwise_products(src: Path, dst: Path, nodes: Sequence[str]) -> None:
+    """The fp32 MatMul nodes named in `nodes` of `src` (an int8 graph whose other products are dynamic int8) to
+    MatMulNBits, written to `dst`. The products a dynamic scheme had to keep in fp32 are those whose activations
+    have outliers that one scale per tensor loses; a scale per row and block of 128 inputs keeps them, at about
+    half of fp32's cost on the `make demo` Detector (docs/export.md, session 40)."""
+    import onnx
+
+    model = onnx.load(str(src))
+    wanted = set(nodes)
+    others = [n.name for n in model.graph.node if n.op_type == "MatMul" and n.name not in wanted]
+    _matmul_nbits(model, dst, exclude=others)
+
+
+def _matmul_nbits(model, dst: Path, exclude: Sequence[str]) -> None:
+    """The MatMul nodes of `model` (an onnx.ModelProto) with a constant weight, except `exclude`, to MatMulNBits."""
     # the module calls logging.basicConfig(level=INFO) on import and logs one line per node: undo the one, mute
     # the other
     root = logging.getLogger()
@@ -145,11 +166,10 @@ def _quantize_blockwise(src: Path, dst: Path, keep_fp32: Sequence[str] = ()) -> 
         root.removeHandler(handler)
     logging.getLogger("onnxruntime.quantization.matmul_nbits_quantizer").setLevel(logging.WARNING)
     config = DefaultWeightOnlyQuantConfig(block_size=BLOCK_SIZE, is_symmetric=True, accuracy_level=4, bits=8)
-    quantizer = MatMulNBitsQuantizer(onnx.load(str(src)), bits=8, block_size=BLOCK_SIZE, is_symmetric=True,
-                                     accuracy_level=4, nodes_to_exclude=list(keep_fp32), algo_config=config)
+    quantizer = MatMulNBitsQuantizer(model, bits=8, block_size=BLOCK_SIZE, is_symmetric=True,
+                                     accuracy_level=4, nodes_to_exclude=list(exclude), algo_config=config)
     quantizer.process()
     quantizer.model.save_model_to_file(str(dst), use_external_data_format=False)
-    return list(keep_fp32)
 
 
 def applicable_schemes(path: Path) -> list[str]:
