@@ -170,6 +170,16 @@ def test_card_documents_onnx_when_present(run_dir, export_dir):
     card = render_card(run_dir, "acme/sentinel-minilm", onnx_dir=export_dir)
     assert "0.9961" in card and "less than 0.731 apart" in card and "(12.5% of these inputs)" in card
     assert "`model_quantized.onnx` alone agrees on 0.9883" in card
+    assert "(int8, dynamic quantisation)" in card
+    # the card says which int8 file ships: products turned blockwise after a dynamic scheme, or blockwise alone
+    report["int8_schemes_tried"] = [{"scheme": "all", "passed": False}, {"scheme": "ffn_fp32", "passed": True},
+                                    {"scheme": "kept_blockwise", "products": 7, "passed": True}]
+    (export_dir / "export_report.json").write_text(json.dumps(report))
+    card = render_card(run_dir, "acme/sentinel-minilm", onnx_dir=export_dir)
+    assert "(int8, dynamic quantisation, 7 matrix products blockwise (MatMulNBits; ONNX Runtime >= 1.22))" in card
+    report["int8_schemes_tried"] = [{"scheme": "all", "passed": False}, {"scheme": "blockwise_int8", "passed": True}]
+    (export_dir / "export_report.json").write_text(json.dumps(report))
+    assert "(int8, blockwise: MatMulNBits" in render_card(run_dir, "acme/sentinel-minilm", onnx_dir=export_dir)
 
 
 def test_publish_goes_through_hfapi(run_dir, export_dir, fake_api, monkeypatch, capsys):

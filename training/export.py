@@ -14,7 +14,8 @@ EXPORT_DIR layout (what a runtime looks for; names are fixed):
     model.onnx              fp32 graph. Inputs: input_ids, attention_mask (+ token_type_ids for BERT-style
                             models; check session.get_inputs()), int64 [batch, sequence]. Output: logits,
                             float32 [batch, num_labels] (sequence task) or [batch, sequence, num_labels] (token).
-    model_quantized.onnx    int8 graph (onnxruntime dynamic quantisation; only with --quantize int8); same I/O.
+    model_quantized.onnx    int8 graph (onnxruntime dynamic quantisation, the products it cannot take blockwise;
+                            only with --quantize int8); same I/O.
                             The name is optimum's ORTQuantizer convention: ORTModelFor...from_pretrained(
                             EXPORT_DIR, file_name="model_quantized.onnx") loads it.
     tokenizer.json          fast tokenizer, readable by the `tokenizers` package alone (torch-free runtime),

@@ -292,6 +292,18 @@ def _evaluation_section(inputs: CardInputs) -> str:
     return "\n\n".join(parts)
 
 
+def _int8_kind(report: dict) -> str:
+    """How the shipped int8 file quantises, from the export report's steps (training.export._quantize)."""
+    passed = [t for t in report.get("int8_schemes_tried") or [] if t.get("passed")]
+    if passed and passed[0].get("scheme") == "blockwise_int8":
+        return "blockwise: MatMulNBits, one scale per block of 128 inputs; ONNX Runtime >= 1.22"
+    blockwise = [t for t in passed if t.get("scheme") == "kept_blockwise"]
+    if blockwise:
+        return (f"dynamic quantisation, {blockwise[0]['products']} matrix products blockwise (MatMulNBits; "
+                "ONNX Runtime >= 1.22)")
+    return "dynamic quantisation"
+
+
 def _export_section(inputs: CardInputs) -> str:
     r = inputs.export_report
     if inputs.onnx_prefix is None:
@@ -301,7 +313,7 @@ def _export_section(inputs: CardInputs) -> str:
     if source.endswith("test.jsonl"):  # a local path means nothing on the Hub
         source = "the run's held-out test split"
     text = (f"ONNX files in {where}: `model.onnx` (fp32)"
-            + (", `model_quantized.onnx` (int8, dynamic quantisation)" if "int8" in r.get("files", {}) else "")
+            + (f", `model_quantized.onnx` (int8, {_int8_kind(r)})" if "int8" in r.get("files", {}) else "")
             + ". Exported with `python -m training.export`; parity against PyTorch on "
             f"{r.get('inputs', {}).get('n_examples', '?')} inputs ({source}):\n\n")
     rows = [[k, p["file"], f"{p['max_abs_diff']:.2e}", p["label_agreement"], str(r.get("size_mb", {}).get(k, ""))]
