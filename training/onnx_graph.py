@@ -141,8 +141,8 @@ def _quantize_blockwise(src: Path, dst: Path, keep_fp32: Sequence[str] = ()) -> 
 def blockwise_products(src: Path, dst: Path, nodes: Sequence[str]) -> None:
     """The fp32 MatMul nodes named in `nodes` of `src` (an int8 graph whose other products are dynamic int8) to
     MatMulNBits, written to `dst`. The products a dynamic scheme had to keep in fp32 are those whose activations
-    have outliers that one scale per tensor loses; a scale per row and block of 128 inputs keeps them, at about
-    half of fp32's cost on the `make demo` Detector (docs/export.md, session 40)."""
+    have outliers that one scale per tensor loses; a scale per row and block of 128 inputs keeps them, at a cost
+    half-way between fp32 and dynamic int8 on the `make demo` Detector (docs/export.md, session 40)."""
     import onnx
 
     model = onnx.load(str(src))
