@@ -75,7 +75,7 @@ from training.data.base import DataError, numbered_jsonl
 from training.data.records import record_class
 from training.models import BaseModelError, load_tokenizer, resolve_base_model
 from training.onnx_graph import (
-    BLOCKWISE_SCHEME,
+    KEPT_BLOCKWISE,
     applicable_schemes,
     blockwise_products,
     embeddings_fp32,
@@ -665,7 +665,7 @@ def _quantize(staging: Path, select: ParityInputs, task: str, floor: float, disj
                 tried.append(_trim(staging, select, task, floor, scheme, kept_fp32, parity.n_compared))
                 if tried[-1]["passed"]:
                     kept_fp32 = tried[-1]["kept_fp32"]
-            if kept_fp32 and scheme != BLOCKWISE_SCHEME:
+            if kept_fp32:  # never for the blockwise scheme itself: it keeps nothing fp32 unless asked
                 tried.append(_blockwise_kept(staging, select, task, floor, kept_fp32))
             return tried
     if not disjoint:  # the search fits the inputs it stops on (docs/export.md): only a separate check may judge it
@@ -674,9 +674,6 @@ def _quantize(staging: Path, select: ParityInputs, task: str, floor: float, disj
         return tried
     tried.append(_sensitive_fp32(staging, select, task, floor, parity.n_compared))
     return tried
-
-
-KEPT_BLOCKWISE = "kept_blockwise"
 
 
 def _blockwise_kept(staging: Path, select: ParityInputs, task: str, floor: float, kept: list[str]) -> dict:

@@ -16,6 +16,7 @@ from inference.labels import DETECTOR_LABELS, EXPLAINER_LABELS, SENTINEL_LABELS
 from training.data.base import DataError, get_adapter
 from training.data.licences import licence_note
 from training.models import OFFLINE_HUB_IDS
+from training.onnx_graph import BLOCKWISE_SCHEME, KEPT_BLOCKWISE
 
 RECIPES = {
     "sentinel": {
@@ -295,9 +296,9 @@ def _evaluation_section(inputs: CardInputs) -> str:
 def _int8_kind(report: dict) -> str:
     """How the shipped int8 file quantises, from the export report's steps (training.export._quantize)."""
     passed = [t for t in report.get("int8_schemes_tried") or [] if t.get("passed")]
-    if passed and passed[0].get("scheme") == "blockwise_int8":
+    if passed and passed[0].get("scheme") == BLOCKWISE_SCHEME:
         return "blockwise: MatMulNBits, one scale per block of 128 inputs; ONNX Runtime >= 1.22"
-    blockwise = [t for t in passed if t.get("scheme") == "kept_blockwise"]
+    blockwise = [t for t in passed if t.get("scheme") == KEPT_BLOCKWISE]
     if blockwise:
         return (f"dynamic quantisation, {blockwise[0]['products']} matrix products blockwise (MatMulNBits; "
                 "ONNX Runtime >= 1.22)")
