@@ -301,6 +301,9 @@ def main(argv=None) -> None:
                    "others are included in the summary")
     p.add_argument("--recalibrate", action="store_true",
                    help="with --cv: keep trained fold models, redo their calibration and scoring")
+    p.add_argument("--train-fraction", type=float, default=1.0, metavar="F",
+                   help="with --cv: each fold trains on a seeded fraction F of its training sources and is scored "
+                        "whole (a learning curve; default 1)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
                    help="with --cv: override a recipe value")
     p.add_argument("--apply-to", metavar="RUN_DIR",
@@ -318,7 +321,7 @@ def main(argv=None) -> None:
             raise DataError("--cv needs --config (the recipe each fold trains)")
         run_cv(args.config, args.cv, Path(args.out), data_dir=args.data_dir, source=args.cv_source,
                folds=args.folds, overrides=args.overrides, command=_command(argv), recalibrate=args.recalibrate,
-               apply_to=Path(args.apply_to) if args.apply_to else None)
+               apply_to=Path(args.apply_to) if args.apply_to else None, train_fraction=args.train_fraction)
         return
     if not args.model or not args.data:
         raise DataError("--model and --data are required (or --cv K --config FILE)")

@@ -63,6 +63,20 @@ def fold_of_sources(records: list[SpanRecord], k: int, seed: int) -> dict[str, i
     return {key: i % k for i, key in enumerate(keys)}
 
 
+def subsample_sources(records: list[SpanRecord], fraction: float, seed: int, fold: int) -> list[SpanRecord]:
+    """The records of a seeded `fraction` of the source groups (at least one group), for a learning curve: fold
+    k's model trains on part of its training sources while fold k is scored whole, so every fraction is scored
+    on the same responses. Whole groups, so a kept source keeps all its responses (what recombination needs)."""
+    if not 0.0 < fraction <= 1.0:
+        raise DataError(f"--train-fraction: must be in (0, 1], got {fraction}")
+    if fraction == 1.0:
+        return list(records)
+    keys = sorted({group_key(r) for r in records})
+    random.Random(f"fraction:{seed}:{fold}").shuffle(keys)
+    kept = set(keys[:max(1, round(fraction * len(keys)))])
+    return [r for r in records if group_key(r) in kept]
+
+
 def _flat(levels: dict) -> dict[str, float]:
     """{"example_f1": ..., "span_precision": ..., "Summary/span_f1": ...} from detection_metrics output."""
     out = {}
@@ -194,6 +208,10 @@ def write_cv_report(path: Path, result: dict) -> None:
              f"over folds, %. Command: `{result['command']}`. Hardware: {result['hardware']}. "
              f"Wall time {result['seconds'] / 60:.0f} min. Records the data layer could not use are counted "
              f"and named in metrics.json (`data_report`).")
+    if result.get("train_fraction", 1.0) < 1.0:
+        intro += (f" **Learning-curve point: each fold trained and calibrated on a seeded "
+                  f"{100 * result['train_fraction']:.0f}% of its training sources** (whole sources); every fold is "
+                  f"scored whole, so the figures compare with a full run of the same recipe and seed.")
     done = result["folds_done"]
     if len(done) < k:
         intro += (f" **Only folds {', '.join(map(str, done))} of {k} were run** (time budget); the mean and "
@@ -326,11 +344,15 @@ def cv_records(config: str, data_dir, source: str, k: int):
 
 def run_cv(config: str, k: int, out: Path, data_dir=None, source: str = "ragtruth_test_subset",
            folds: list[int] | None = None, overrides: list[str] | None = None, command: str = "",
-           recalibrate: bool = False, apply_to: Path | None = None) -> dict:
+           recalibrate: bool = False, apply_to: Path | None = None, train_fraction: float = 1.0) -> dict:
     import copy
 
     if k < 2:
         raise DataError("--cv: K must be at least 2")
+    subsample_sources([], train_fraction, 0, 0)  # a bad fraction fails before hours of training
+    if apply_to is not None and train_fraction < 1.0:
+        raise DataError("--apply-to writes the shipped model's calibration: it needs the full training folds, "
+                        f"not --train-fraction {train_fraction}")
     if apply_to is not None:  # before hours of training
         check_apply_to(apply_to)
     cfg = resolve_config_file(DetectorConfig, config, overrides, data_dir)
@@ -349,7 +371,8 @@ def run_cv(config: str, k: int, out: Path, data_dir=None, source: str = "ragtrut
     results = []
     for fold in range(k):
         test = [r for r in folded if assignment[group_key(r)] == fold]
-        train = [r for r in folded if assignment[group_key(r)] != fold]
+        train = subsample_sources([r for r in folded if assignment[group_key(r)] != fold], train_fraction,
+                                  cfg.run.seed, fold)
         if folds and fold not in folds:
             if (out / f"fold-{fold}" / "fold_metrics.json").is_file():
                 results.append(json.loads((out / f"fold-{fold}" / "fold_metrics.json").read_text()))
@@ -367,7 +390,7 @@ def run_cv(config: str, k: int, out: Path, data_dir=None, source: str = "ragtrut
         if apply_to is not None:
             apply_to_run(cfg, out, oof, Path(apply_to))
     result = {"config": config, "source": source, "k": k, "n_records": len(folded),
-              "n_groups": len(set(assignment)), "folds_done": [f["fold"] for f in results],
+              "n_groups": len(set(assignment)), "train_fraction": train_fraction, "folds_done": [f["fold"] for f in results],
               "command": command, "hardware": hardware(), "seconds": round(time.time() - started, 1),
               "summary": summarize(results) if results else {}, "folds": results,
               "data_report": report.to_dict()}

@@ -2,6 +2,7 @@
 cross-validation folds never share a source; the calibration file is honoured by the runtime."""
 
 import json
+from pathlib import Path
 
 import pytest
 from detect_helpers import export_tiny, make_run_dir
@@ -237,3 +238,25 @@ def test_detector_json_answer_types_are_read_and_checked(tmp_path):
     (tmp_path / "detector.json").write_text(json.dumps({"calibration": None, "answer_types": "typed"}))
     with pytest.raises(ValueError, match="answer_types must be one of plain, grounding"):
         load_detector_json(tmp_path)
+
+
+def test_cv_train_fraction_keeps_whole_sources_and_refuses_bad_values():
+    from eval.detector_cv import run_cv, subsample_sources
+    from training.data.base import DataError
+    from training.detector import group_key
+
+    recs = [SpanRecord(id=f"{s}-{m}", source="ragtruth_test_subset", meta={"source_id": str(s)}, context=f"c{s}",
+                       answer="a")
+            for s in range(40) for m in range(6)]
+    half = subsample_sources(recs, 0.5, seed=42, fold=1)
+    kept = {group_key(r) for r in half}
+    assert len(kept) == 20 and len(half) == 120  # whole sources: all six responses of each kept one
+    assert subsample_sources(recs, 0.5, seed=42, fold=1) == half  # seeded
+    assert {group_key(r) for r in subsample_sources(recs, 0.5, seed=42, fold=2)} != kept  # drawn per fold
+    assert subsample_sources(recs, 1.0, seed=42, fold=1) == recs
+    assert len({group_key(r) for r in subsample_sources(recs, 0.001, seed=42, fold=1)}) == 1
+    for bad in (0.0, -0.5, 1.5):
+        with pytest.raises(DataError, match="--train-fraction"):
+            subsample_sources(recs, bad, seed=42, fold=1)
+    with pytest.raises(DataError, match="--apply-to"):
+        run_cv("configs/detector.demo.yaml", 5, Path("unused"), train_fraction=0.5, apply_to=Path("unused"))
