@@ -63,12 +63,22 @@ def fold_of_sources(records: list[SpanRecord], k: int, seed: int) -> dict[str, i
     return {key: i % k for i, key in enumerate(keys)}
 
 
+def check_train_fraction(fraction: float, out: Path | None = None) -> None:
+    """A fraction in (0, 1], and the one any fold already finished in `out` was trained with (a rerun resumes
+    finished folds, so another fraction would silently mix two learning-curve points)."""
+    if not 0.0 < fraction <= 1.0:
+        raise DataError(f"--train-fraction: must be in (0, 1], got {fraction}")
+    for done in sorted(out.glob("fold-*/fold_metrics.json")) if out is not None else []:
+        trained = json.loads(done.read_text()).get("train_fraction", 1.0)
+        if trained != fraction:
+            raise DataError(f"--train-fraction {fraction}: {done} was trained with {trained}; use another --out")
+
+
 def subsample_sources(records: list[SpanRecord], fraction: float, seed: int, fold: int) -> list[SpanRecord]:
     """The records of a seeded `fraction` of the source groups (at least one group), for a learning curve: fold
     k's model trains on part of its training sources while fold k is scored whole, so every fraction is scored
     on the same responses. Whole groups, so a kept source keeps all its responses (what recombination needs)."""
-    if not 0.0 < fraction <= 1.0:
-        raise DataError(f"--train-fraction: must be in (0, 1], got {fraction}")
+    check_train_fraction(fraction)
     if fraction == 1.0:
         return list(records)
     keys = sorted({group_key(r) for r in records})
@@ -112,7 +122,7 @@ def add_fold_model_arguments(parser) -> None:
 
 
 def run_fold(cfg, fold: int, train_recs: list[SpanRecord], test_recs: list[SpanRecord], out: Path,
-             recalibrate: bool = False, extra_train: list[SpanRecord] = ()) -> dict:
+             recalibrate: bool = False, extra_train: list[SpanRecord] = (), train_fraction: float = 1.0) -> dict:
     """Train (unless the fold's model exists and only a recalibration is asked), calibrate, score fold k.
     `train_recs` (the folded source outside fold k) give the training and calibration splits; `extra_train`
     (the recipe's other sources) is trained on only, so that thresholds are chosen on the folded source's
@@ -163,7 +173,8 @@ def run_fold(cfg, fold: int, train_recs: list[SpanRecord], test_recs: list[SpanR
                    "calibration": cal.to_dict(), "calibration_without_combiner": alone_cal.to_dict(),
                    "calibration_candidates": table, "train_size": train_info["train_size"],
                    "augmentation": train_info["augmentation"], "training_windows": train_info["training_windows"],
-                   "train_seconds": train_info["train_seconds"], "global_steps": train_info["global_steps"]}
+                   "train_seconds": train_info["train_seconds"], "global_steps": train_info["global_steps"],
+                   "train_fraction": train_fraction}
     with open(out / "predictions.jsonl", "w", encoding="utf-8") as fh:
         fh.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in prediction_rows(test_recs, preds, fold=fold))
     write_json(done, fold_result)
@@ -349,7 +360,7 @@ def run_cv(config: str, k: int, out: Path, data_dir=None, source: str = "ragtrut
 
     if k < 2:
         raise DataError("--cv: K must be at least 2")
-    subsample_sources([], train_fraction, 0, 0)  # a bad fraction fails before hours of training
+    check_train_fraction(train_fraction, out)  # before hours of training
     if apply_to is not None and train_fraction < 1.0:
         raise DataError("--apply-to writes the shipped model's calibration: it needs the full training folds, "
                         f"not --train-fraction {train_fraction}")
@@ -379,7 +390,8 @@ def run_cv(config: str, k: int, out: Path, data_dir=None, source: str = "ragtrut
             continue
         fold_dir = out / f"fold-{fold}"
         results.append(run_fold(copy.deepcopy(cfg), fold, train, test, fold_dir,
-                                recalibrate and (fold_dir / "model.safetensors").is_file(), extra_train=others))
+                                recalibrate and (fold_dir / "model.safetensors").is_file(), extra_train=others,
+                                train_fraction=train_fraction))
     if len(results) == k:  # every fold trained: the calibration from the other folds' out-of-fold predictions
         oof = out_of_fold_predictions(out, folded, assignment, list(range(k)))
         by_fold = {f["fold"]: f for f in results}

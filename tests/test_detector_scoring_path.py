@@ -260,3 +260,17 @@ def test_cv_train_fraction_keeps_whole_sources_and_refuses_bad_values():
             subsample_sources(recs, bad, seed=42, fold=1)
     with pytest.raises(DataError, match="--apply-to"):
         run_cv("configs/detector.demo.yaml", 5, Path("unused"), train_fraction=0.5, apply_to=Path("unused"))
+
+
+def test_cv_rerun_refuses_another_train_fraction(tmp_path):
+    from eval.detector_cv import check_train_fraction, run_cv
+    from training.data.base import DataError
+
+    (tmp_path / "fold-0").mkdir()
+    (tmp_path / "fold-0" / "fold_metrics.json").write_text(json.dumps({"fold": 0, "train_fraction": 0.5}))
+    check_train_fraction(0.5, tmp_path)  # the same fraction resumes
+    with pytest.raises(DataError, match="trained with 0.5"):
+        run_cv("configs/detector.demo.yaml", 5, tmp_path, train_fraction=0.25)
+    (tmp_path / "fold-0" / "fold_metrics.json").write_text(json.dumps({"fold": 0}))  # before the option: all sources
+    with pytest.raises(DataError, match="trained with 1.0"):
+        check_train_fraction(0.5, tmp_path)
