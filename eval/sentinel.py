@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 from inference.formatting import sentinel_text
+from inference.hub import ModelRefError, resolve_model, split_ref
 from inference.labels import SENTINEL_LABELS
 from inference.runners import ModelLoadError, load_runner
 from inference.stages.base import label_index
@@ -88,6 +89,12 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
 
     model_dir = Path(args.model)
+    if not model_dir.exists() and split_ref(args.model):  # a Hub id: downloaded into the Hugging Face cache
+        try:
+            model_dir = resolve_model(args.model)
+        except ModelRefError as exc:
+            print(f"error: --model {exc}", file=sys.stderr)
+            return 2
     try:
         specs = args.data or [str(model_dir / "test.jsonl")]
         records = load_records(specs, args.data_dir)

@@ -37,12 +37,13 @@ from inference.detector_stage import (
     load_detector_json,
     score_answers,
 )
+from inference.formats import ModelFormat, detector_format, lettuce_windows
 from inference.labels import DETECTOR_LABELS
-from inference.messages import DetectInput, InputError, parse_input
+from inference.messages import DetectInput, InputError, blank, parse_input
 from inference.result import STAGES, Result, Span
 from inference.runners import ClassifierRunner, load_runner
 from inference.settings import InferenceSettings, default_config_path, load_settings
-from inference.spans import SpecialTokens
+from inference.spans import AnswerTooLongError, SpecialTokens
 from inference.stages import Stage, label_index, pipeline
 from inference.structured import as_structured_text
 from inference.windowing import (
@@ -109,8 +110,10 @@ class HaluGate:
         self.detector_trained_fill: str | None = None
         self.detector_structured_context = "json"  # how the Detector reads a JSON context (inference.structured)
         self.detector_answer_types = "plain"  # its answer tokens' types (inference.grounding.ANSWER_TYPES)
+        self.detector_format = ModelFormat()  # how the Detector is fed (inference.formats): halugate's own format
         if self.runners["detector"] is not None:
             try:
+                self.detector_format = detector_format(m.hallucination_model, self.runners["detector"].model_dir)
                 (self.detector_calibration, self.detector_trained_fill, self.detector_structured_context,
                  self.detector_answer_types) = load_detector_json(self.runners["detector"].model_dir)
                 if self.detector_answer_types != "plain" and not self.runners["detector"].takes_token_type_ids:
@@ -160,10 +163,8 @@ class HaluGate:
             self.load_errors[stage.name] = f"{type(exc).__name__}: {exc}" if not str(exc).startswith(
                 str(model_cfg.model_id)) else str(exc)
 
-    @staticmethod
-    def _check_model(stage: Stage, runner: ClassifierRunner) -> None:
-        for name in stage.labels:
-            label_index(runner.labels, name, stage.name, runner.model_dir)
+    def _check_model(self, stage: Stage, runner: ClassifierRunner) -> None:
+        stage.check_labels(runner, self.settings.hallucination_mitigation)
         if runner.task != stage.task:
             raise RuntimeError(f"{stage.name} model {runner.model_dir}: a {runner.task} classifier, "
                                f"a {stage.task} classifier is needed")
@@ -213,9 +214,10 @@ class HaluGate:
         for it in items:
             if not m.enabled:
                 it.result.status, it.result.reason = "skipped", "disabled"
-            elif not it.data.answer.strip():
+            elif blank(it.data.answer) or (it.windows and not it.windows[0].answer_offsets):
+                # nothing to score (no visible character, or no Detector token): never "no hallucination"
+                # (hallucination_detected stays null, so no x-vsr-hallucination-detected header)
                 it.result.status, it.result.reason = "skipped", "empty_answer"
-                it.result.hallucination_detected = False  # nothing was said, so nothing is unsupported
             else:
                 active.append(it)
 
@@ -278,7 +280,11 @@ class HaluGate:
     def score_tokens(self, items: list[_Item]) -> list[DetectorScores]:
         """The Detector stage's token scores for prepared items (windows built): what eval.detector scores."""
         runner = self.runners["detector"]
-        hallucinated = label_index(runner.labels, DETECTOR_LABELS[1], "detector", runner.model_dir)
+        if self.detector_format.input_format == "lettucedetect" and DETECTOR_LABELS[1].lower() not in [
+                str(x).lower() for x in runner.labels]:
+            hallucinated = 1  # a LettuceDetect checkpoint's LABEL_1, as lettucedetect reads it
+        else:
+            hallucinated = label_index(runner.labels, DETECTOR_LABELS[1], "detector", runner.model_dir)
         jobs = [DetectorJob(it.windows, it.data.answer, it.context, it.data.question, self.task_type(it.data))
                 for it in items]
         return score_answers(runner, jobs, self.settings.hallucination_mitigation.hallucination_model,
@@ -301,7 +307,12 @@ class HaluGate:
         max_windows = self.max_windows()
         for i, it in enumerate(items):
             it.context = join_documents(self.context_documents(it.data.context))
-            if detector is not None and m.enabled and it.context and it.data.answer.strip():
+            if detector is not None and m.enabled and it.context and not blank(it.data.answer) and \
+                    self.detector_format.input_format == "lettucedetect":
+                it.windows = self._lettuce_windows(it, where(i))
+                it.result.context_tokens = it.windows[0].context_tokens
+                it.result.detector_context_coverage = context_coverage(it.windows)
+            elif detector is not None and m.enabled and it.context and not blank(it.data.answer):
                 it.windows = detector_windows(
                     detector.tokenizer, it.context, it.data.question, it.data.answer,
                     max_length=self._detector_max_length(), overlap=m.hallucination_model.window_overlap,
@@ -311,6 +322,25 @@ class HaluGate:
                 it.result.context_tokens = it.windows[0].context_tokens
                 it.result.detector_context_coverage = context_coverage(it.windows)
         return items
+
+    def _lettuce_windows(self, it: _Item, where: str) -> list:
+        """lettucedetect's inputs for one item (inference.formats): the documents as its passages, one input per
+        passage chunk; the hard context limit applies as to halugate's windows."""
+        hm = self.settings.hallucination_mitigation.hallucination_model
+        passages = [d for d in self.context_documents(it.data.context) if d.strip()]
+        try:
+            windows = lettuce_windows(self.runners["detector"].tokenizer, passages, it.data.question, it.data.answer,
+                                      max_length=self._detector_max_length(), lang=self.detector_format.lang)
+        except AnswerTooLongError as exc:
+            raise InputTooLongError(
+                f"{where or 'input'}: the answer alone needs {exc.needed} tokens, more than the Detector's "
+                f"{exc.max_length} (hallucination_mitigation.hallucination_model.max_length)") from None
+        if windows[0].context_tokens > hm.max_context_tokens:
+            raise InputTooLongError(
+                f"{where or 'input'}: the context has {windows[0].context_tokens} tokens, over the hard limit of "
+                f"{hm.max_context_tokens} (hallucination_mitigation.hallucination_model.max_context_tokens); it is "
+                "refused rather than truncated")
+        return windows
 
 # ---- module-level helpers ------------------------------------------------------------------------------------
 
@@ -350,15 +380,31 @@ def _inputs_from_json(data: Any, name: str) -> list[dict]:
                      "or a list of such objects")
 
 
+def _read_text(path: str) -> str:
+    """A file's (or stdin's, for "-") UTF-8 text; InputError naming it and the offset when it is not UTF-8."""
+    name = "<stdin>" if path == "-" else path
+    if path == "-":
+        stdin = getattr(sys.stdin, "buffer", None)  # a replaced sys.stdin may be text only
+        raw = stdin.read() if stdin is not None else sys.stdin.read().encode("utf-8", "surrogateescape")
+    else:
+        raw = Path(path).read_bytes()
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{name}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start})") from None
+
+
 def _read_input_file(path: str) -> list[dict]:
     name = "<stdin>" if path == "-" else path
-    text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
+    text = _read_text(path)
     if not text.strip():
         raise InputError(f"{name}: empty input")
     try:
         return _inputs_from_json(json.loads(text), name)
     except json.JSONDecodeError:
         pass
+    except RecursionError:
+        raise InputError(f"{name}: JSON nested deeper than the parser allows") from None
     rows = []
     for n, line in enumerate(text.splitlines(), 1):
         if line.strip():
@@ -366,6 +412,8 @@ def _read_input_file(path: str) -> list[dict]:
                 rows.append(json.loads(line))
             except json.JSONDecodeError as exc:
                 raise InputError(f"{name}:{n}: invalid JSON ({exc.msg})") from None
+            except RecursionError:
+                raise InputError(f"{name}:{n}: JSON nested deeper than the parser allows") from None
     return rows
 
 
@@ -383,10 +431,12 @@ def build_parser() -> argparse.ArgumentParser:
     for stage in pipeline():  # one flag per model stage, named as the stage
         if stage.settings_key:
             p.add_argument(f"--{stage.name}", metavar="DIR",
-                           help=f"{stage.name} model dir (overrides hallucination_mitigation.{stage.settings_key})")
+                           help=f"{stage.name} model: export dir, or Hub id org/name[@rev] of a repo with ONNX files "
+                                f"(overrides hallucination_mitigation.{stage.settings_key})")
     p.add_argument("--backend", choices=["onnx", "torch"], help="onnx (export dirs) or torch (run dirs)")
     p.add_argument("--precision", choices=["auto", "fp32", "int8"],
-                   help="ONNX precision (default from the config: auto = int8 where the export shipped it)")
+                   help="ONNX precision (default from the config: auto = the faster of fp32 and the shipped int8 "
+                        "on this CPU, inference.precision)")
     p.add_argument("--int8", action="store_true", help="same as --precision int8")
     src = p.add_argument_group("input (one of)")
     src.add_argument("--input", help="JSON file (or - for stdin): {messages: [...]} or {context, question, answer}; "
@@ -416,12 +466,18 @@ def main(argv: list[str] | None = None) -> int:
         if args.input:
             inputs = _read_input_file(args.input)
         elif args.messages:
-            data = json.loads(Path(args.messages).read_text(encoding="utf-8"))
+            try:
+                data = json.loads(_read_text(args.messages))
+            except json.JSONDecodeError as exc:
+                raise InputError(f"{args.messages}: invalid JSON ({exc.msg}, line {exc.lineno} column "
+                                 f"{exc.colno})") from None
+            except RecursionError:
+                raise InputError(f"{args.messages}: JSON nested deeper than the parser allows") from None
             inputs = [data if isinstance(data, dict) else {"messages": data}]
         else:
             docs = list(args.context or [])
             for f in args.context_file or []:
-                docs.append(Path(f).read_text(encoding="utf-8"))
+                docs.append(_read_text(f))
             if args.answer is None:
                 raise InputError("--answer is required (or --input / --messages)")
             inputs = [{"context": docs, "question": args.question, "answer": args.answer}]
@@ -432,6 +488,11 @@ def main(argv: list[str] | None = None) -> int:
         named = [s.name for s in pipeline() if s.settings_key and getattr(args, s.name, None)]
         failed = [f"--{name}{'' if getattr(args, name) in gate.load_errors[name] else ' ' + getattr(args, name)}: "
                   f"{gate.load_errors[name]}" for name in named if name in gate.load_errors]
+        # Without its Detector nothing can be checked: a configured one that does not load (a missing, truncated or
+        # corrupted file, a missing tokenizer) is a start-up error too, naming the file.
+        if "detector" in gate.load_errors and "detector" not in named:
+            failed.append(f"{config}: hallucination_mitigation.hallucination_model.model_id: "
+                          f"{gate.load_errors['detector']}")
         if failed:
             raise InputError("; ".join(failed))
         results = gate.detect_batch(inputs)

@@ -27,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
+from inference.formats import lettuce_spans
 from inference.grounding import (
     ANSWER_TYPES,
     COPY_FEATURES,
@@ -147,8 +148,7 @@ class DetectorJob:
     task_type: str | None = None
 
 
-# The example score's step per ungrounded term, set before it was measured (session 29, docs/detector.md "The
-# example score counts what the context lacks"): per-task AUROC of the offline recipe's folds 0.77 / 0.66 / 0.61
+# The example score's step per ungrounded term, set before it was measured (2026-12-06, docs/experiments.md): per-task AUROC of the offline recipe's folds 0.77 / 0.66 / 0.61
 # -> 0.79 / 0.67 / 0.68 (QA / Summary / Data2txt); 0.80 / 0.67 / 0.65 with the later name rules of the check.
 UNGROUNDED_SCORE_STEP = 0.1
 UNGROUNDED_SCORE_TERMS = 3
@@ -175,8 +175,8 @@ class DetectorScores:
         plus UNGROUNDED_SCORE_STEP for each number, quantity or name the context lacks (`ungrounded`, at most
         UNGROUNDED_SCORE_TERMS; (a) at most 1) and (b) the share of the answer's content words the context lacks
         (`unsupported_share`). The check's terms are spans of their own (flag_ungrounded), so the score ranks what
-        is flagged; the word share ranks the answers whose unsupported content is no number or name (session 30,
-        docs/detector.md "The example score reads the answer's unsupported words")."""
+        is flagged; the word share ranks the answers whose unsupported content is no number or name (2026-12-06,
+        docs/experiments.md)."""
         top = float(self.probs.max()) if len(self.probs) else 0.0
         model_and_check = min(1.0, top + UNGROUNDED_SCORE_STEP * min(len(self.ungrounded), UNGROUNDED_SCORE_TERMS))
         return (model_and_check + self.unsupported_share) / 2
@@ -269,7 +269,7 @@ def read_context(context: str, windows: list[DetectorInput]) -> str:
     """The context the grounding signals compare the answer with: what the Detector's windows hold. That is the
     whole context unless `max_windows` (or a packed window) left parts out; then only the text of the windows
     read, so that passages the Detector never saw do not lend their words and numbers to the answer. Measured:
-    docs/inference.md, "Quality on long contexts" (a 4K context of mostly unrelated passages otherwise hides
+    docs/inference.md, "Long contexts" (a 4K context of mostly unrelated passages otherwise hides
     most flags behind the combiner's grounding signals)."""
     coverage = context_coverage(windows)
     if coverage is None or coverage >= 1.0:
@@ -367,10 +367,16 @@ def scores_to_spans(answer: str, scores: DetectorScores, settings, calibration: 
     filters."""
     t, _, _ = effective(settings, calibration, scores.task_type)
     t = t if threshold is None else threshold
-    ratio = extension_of(settings, calibration)
-    raw = token_probs_to_spans(answer, scores.answer_offsets, scores.probs, threshold=t,
-                               min_span_chars=max(1, settings.min_span_length),
-                               extend_to=t * ratio if ratio < 1.0 else None)
+    if getattr(settings, "span_builder", "halugate") == "lettucedetect":
+        # lettucedetect's spans (inference.formats.lettuce_spans): runs of flagged tokens as they are; the length
+        # and confidence filters of the config (0 for lettucedetect's own behaviour) apply after it
+        raw = [s for s in lettuce_spans(answer, scores.answer_offsets, scores.probs, scores.windows, t)
+               if len(s["text"].strip()) >= settings.min_span_length]
+    else:
+        ratio = extension_of(settings, calibration)
+        raw = token_probs_to_spans(answer, scores.answer_offsets, scores.probs, threshold=t,
+                                   min_span_chars=max(1, settings.min_span_length),
+                                   extend_to=t * ratio if ratio < 1.0 else None)
     spans = [s for s in raw if s["confidence"] >= min(settings.min_span_confidence, t)]
     if settings.flag_ungrounded:
         spans = with_ungrounded(spans, scores)
@@ -380,7 +386,7 @@ def scores_to_spans(answer: str, scores: DetectorScores, settings, calibration: 
 def with_ungrounded(spans: list[dict], scores: DetectorScores) -> list[dict]:
     """`spans` plus each ungrounded term (scores.ungrounded) that none of them overlaps, with the model's mean and
     highest probability over its tokens: the exact check flags "built in 1950" when the context says 1887-1889,
-    whatever the model makes of it (docs/detector.md, "Grounding signals, strict")."""
+    whatever the model makes of it (docs/detector.md, "Grounding signals and the exact check")."""
     added = []
     for term in scores.ungrounded:
         if any(s["start"] < term["end"] and term["start"] < s["end"] for s in spans):

@@ -46,8 +46,8 @@ import numpy as np
 
 from inference.structured import key_words
 
-# The copy, pair and position signals (session 21) are only used by the combiner mode "copy" (a recipe's
-# calibration.combiner): measured, not adopted by the recipes (docs/detector.md, "Copy, pair and position signals").
+# The copy, pair and position signals are only used by the combiner mode "copy" (a recipe's
+# calibration.combiner): measured on 2026-12-04, not adopted by the recipes (docs/experiments.md).
 COPY_FEATURES = ("copied_bigram", "copied_4gram", "pair_unsupported", "answer_position", "sentence_position")
 FEATURES = ("number_unsupported", "entity_unsupported", "word_unsupported", "function_word",
             "sentence_unsupported", "falsy_field", *COPY_FEATURES)
@@ -61,8 +61,8 @@ _NUMBER_WORDS.update({"thirty": 30, "forty": 40, "fifty": 50, "sixty": 60, "seve
                       "dozen": 12, "half": 0.5, "first": 1, "second": 2, "third": 3})
 _UNITS = frozenset(["m", "meter", "meters", "metre", "metres", "km", "kilometer", "kilometers", "kilometres", "mile", "miles", "ft", "foot", "feet", "inch", "inches", "cm", "mm", "kg", "g", "gram", "grams", "kilogram", "kilograms", "pound", "pounds", "lb", "lbs", "ton", "tons", "tonnes", "percent", "%", "year", "years", "month", "months", "week", "weeks", "day", "days", "hour", "hours", "minute", "minutes", "second", "seconds", "million", "billion", "thousand", "hundred", "dollars", "dollar", "usd", "euros", "euro", "people", "star", "stars", "reviews", "review", "times", "degrees"])
 
-# Numbers that are no claim about the world (session 28; the false alarms of the number signal on three of five
-# local RAGTruth folds, docs/detector.md "Grounding signals, strict"): the marker of a numbered list
+# Numbers that are no claim about the world (2026-12-05; the false alarms of the number signal on three of five
+# local RAGTruth folds, docs/detector.md "Grounding signals and the exact check"): the marker of a numbered list
 # ("6. Place the steak"), a count of the answer's own text ("a summary in 108 words"), the scale of a rating
 # ("3.5 out of 5 stars"), and ordinals ("a third reviewer", "their first two albums").
 _LIST_MARKER = re.compile(r"^[ \t]*(?:[-*•][ \t]+|(\d{1,3})[.)][ \t]+|step[ \t]+(\d{1,3})[:.][ \t]+)",
@@ -91,7 +91,7 @@ US_STATES = {"AL": "Alabama", "AK": "Alaska", "AZ": "Arizona", "AR": "Arkansas",
              "SD": "South Dakota", "TN": "Tennessee", "TX": "Texas", "UT": "Utah", "VT": "Vermont",
              "VA": "Virginia", "WA": "Washington", "WV": "West Virginia", "WI": "Wisconsin", "WY": "Wyoming"}
 _STATE_CODE = re.compile(r"\b(" + "|".join(US_STATES) + r")\b")
-# Other spellings of the same claim that the strict rules accept (session 29, from the usual ways of writing
+# Other spellings of the same claim that the strict rules accept (2026-12-06, from the usual ways of writing
 # numbers, units and countries, not from any data set's errors; tests/test_grounding.py has the hand cases):
 # a scale word or suffix after a number states the product ("2.5 million", "$2.5m", "3.4bn" = 2,500,000 /
 # 3,400,000,000); "twenty-five" = 25; "1.500" may be the European 1,500; "30°C" = "30 degrees Celsius"; and one
@@ -224,7 +224,7 @@ class ContextIndex:
     times, state codes, camel-case field names, dotless acronyms, plurals and demonyms; scaled numbers, number
     words, dotted thousands, degrees, country names and codes, numeric and abbreviated dates). The combiner's token
     features keep the looser rules it was measured best with (strict features: -2.1 span F1 under the
-    cross-fold calibration; docs/detector.md "Grounding signals, strict")."""
+    cross-fold calibration; docs/detector.md "Grounding signals and the exact check")."""
 
     def __init__(self, text: str, strict: bool = False):
         self.strict = strict
@@ -568,7 +568,7 @@ def _negated(answer: str, start: int, sentence_starts: set[int], window: int = 5
 # segment is token type 1, as BERT's second segment. "grounding": type 2 marks a token of a content word the
 # context lacks and type 3 one of a number, quantity or name it lacks (the word signals below, computed against
 # the context the Detector's windows read), so the encoder itself reads the exact check's evidence in its
-# context instead of only through the combiner after it (issue 11 point 4, "fed to the model as features").
+# context instead of only through the combiner after it (the grounding signals "fed to the model as features").
 ANSWER_TYPES = ("plain", "grounding")
 GROUNDING_TYPE_VOCAB = 4  # token types 0 (context, question), 1 (answer), 2 and 3 (above)
 

@@ -8,10 +8,16 @@ From `messages` (OpenAI chat format):
   `{"text": ...}` / `{"content": ...}` objects), plus content parts of type `document` / `tool_result`;
 - content may be a string or a list of parts (`{"type": "text", "text": ...}`); image / audio parts carry no text
   to verify and are skipped; anything else is an error naming the message and field.
+
+Every text must be valid Unicode: a lone surrogate (JSON can carry one, `"\\ud800"`) is an InputError naming the
+field and the position. A text is blank when it has no visible character (only whitespace, control and format
+characters such as zero-width spaces, or combining marks with no base): a blank document is dropped, a blank
+answer is `skipped` / `empty_answer` (inference.detect), never checked and never "clean".
 """
 
 from __future__ import annotations
 
+import unicodedata
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,6 +35,30 @@ class InputError(ValueError):
     """The input to check is malformed; the message names the field (e.g. `messages[2].content`)."""
 
 
+# Unicode categories with nothing to read: separators (Z*), controls (Cc), format characters such as zero-width
+# spaces, joiners, direction marks and the BOM (Cf), surrogates (Cs), and combining marks (M*) with no base.
+_INVISIBLE = ("Z", "Cc", "Cf", "Cs", "M")
+
+
+def blank(text: str) -> bool:
+    """True when `text` has no visible character (see the module docstring): nothing there to verify."""
+    if not text.strip():
+        return True
+    if text.isprintable() and any(c.isalnum() for c in text):
+        return False  # the common case, without a per-character category lookup
+    return all(unicodedata.category(c).startswith(_INVISIBLE) for c in text)
+
+
+def check_text(value: str, where: str) -> str:
+    """`value` when it is valid Unicode (encodable as UTF-8); else InputError naming the field and position."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InputError(f"{where}: not valid Unicode text (lone surrogate {value[exc.start]!r} at character "
+                         f"{exc.start})") from None
+    return value
+
+
 @dataclass
 class DetectInput:
     """One (context, question, answer) triple, validated."""
@@ -40,28 +70,33 @@ class DetectInput:
 
     @property
     def has_context(self) -> bool:
-        return any(doc.strip() for doc in self.context)
+        return any(not blank(doc) for doc in self.context)
 
 
-def _text_of(value: Any, where: str) -> str:
+MAX_PART_DEPTH = 16  # content parts inside content parts: deeper is refused (no real client nests them)
+
+
+def _text_of(value: Any, where: str, depth: int = 0) -> str:
     """Text of a message content: a string, None, or a list of parts."""
+    if depth > MAX_PART_DEPTH:
+        raise InputError(f"{where}: content parts nested deeper than {MAX_PART_DEPTH} levels")
     if value is None:
         return ""
     if isinstance(value, str):
-        return value
+        return check_text(value, where)
     if isinstance(value, list):
         texts = []
         for i, part in enumerate(value):
             pw = f"{where}[{i}]"
             if isinstance(part, str):
-                texts.append(part)
+                texts.append(check_text(part, pw))
                 continue
             if not isinstance(part, dict):
                 raise InputError(f"{pw}: expected a content part object or a string, got {type(part).__name__}")
             kind = part.get("type", "text")
             if kind in TEXT_PARTS or kind in DOCUMENT_PARTS:
                 inner = part.get("text", part.get("content"))
-                texts.append(_text_of(inner, f"{pw}.{'text' if 'text' in part else 'content'}"))
+                texts.append(_text_of(inner, f"{pw}.{'text' if 'text' in part else 'content'}", depth + 1))
             elif kind in NON_TEXT_PARTS:
                 continue
             else:
@@ -75,14 +110,14 @@ def _documents_of(value: Any, where: str) -> list[str]:
     if value is None:
         return []
     if isinstance(value, str):
-        return [value]
+        return [check_text(value, where)]
     if isinstance(value, dict):
         return [_text_of(value.get("text", value.get("content")), where)]
     if isinstance(value, list):
         docs = []
         for i, item in enumerate(value):
             if isinstance(item, str):
-                docs.append(item)
+                docs.append(check_text(item, f"{where}[{i}]"))
             elif isinstance(item, dict) and ("text" in item or "content" in item):
                 key = "text" if "text" in item else "content"
                 docs.append(_text_of(item[key], f"{where}[{i}].{key}"))
@@ -98,6 +133,21 @@ def _document_parts(content: Any) -> list[str]:
         return []
     return [_text_of(p.get("text", p.get("content")), "document")
             for p in content if isinstance(p, dict) and p.get("type") in DOCUMENT_PARTS]
+
+
+def _checked(data: DetectInput, where: str) -> DetectInput:
+    """A DetectInput built by a caller (not parsed here): its texts checked the same way."""
+    pre = f"{where}." if where else ""
+    if not isinstance(data.answer, str):
+        raise InputError(f"{pre}answer: expected a string, got {type(data.answer).__name__}")
+    check_text(data.answer, f"{pre}answer")
+    if data.question is not None:
+        check_text(data.question, f"{pre}question")
+    for i, doc in enumerate(data.context):
+        if not isinstance(doc, str):
+            raise InputError(f"{pre}context[{i}]: expected a string, got {type(doc).__name__}")
+        check_text(doc, f"{pre}context[{i}]")
+    return data
 
 
 def from_messages(messages: Any, documents: Any = None, where: str = "messages") -> DetectInput:
@@ -125,7 +175,7 @@ def from_messages(messages: Any, documents: Any = None, where: str = "messages")
                          "the final answer is missing; append the assistant's reply to the tool results")
     answer_msg = messages[answer_at]
     answer = _text_of(answer_msg.get("content"), f"{where}[{answer_at}].content")
-    if not answer.strip() and answer_msg.get("tool_calls"):
+    if blank(answer) and answer_msg.get("tool_calls"):
         raise InputError(f"{where}[{answer_at}]: the last assistant message only calls tools; "
                          "the answer to check is missing (append the assistant's final reply)")
 
@@ -146,8 +196,8 @@ def from_messages(messages: Any, documents: Any = None, where: str = "messages")
     for key in DOCUMENT_KEYS:
         if key in answer_msg:
             context.extend(_documents_of(answer_msg[key], f"{where}[{answer_at}].{key}"))
-    context.extend(_documents_of(documents, "documents"))
-    return DetectInput(answer=answer, context=[c for c in context if c.strip()], question=question)
+    context.extend(_documents_of(documents, where.removesuffix("messages") + "documents"))
+    return DetectInput(answer=answer, context=[c for c in context if not blank(c)], question=question)
 
 
 def from_fields(context: Any = None, question: Any = None, answer: Any = None, where: str = "",
@@ -158,18 +208,21 @@ def from_fields(context: Any = None, question: Any = None, answer: Any = None, w
         raise InputError(f"{prefix}answer: required (the text to check), or pass messages=[...]")
     if not isinstance(answer, str):
         raise InputError(f"{prefix}answer: expected a string, got {type(answer).__name__}")
+    check_text(answer, f"{prefix}answer")
     if question is not None and not isinstance(question, str):
         raise InputError(f"{prefix}question: expected a string or null, got {type(question).__name__}")
+    if question is not None:
+        check_text(question, f"{prefix}question")
     if context is None:
         docs: list[str] = []
     elif isinstance(context, str):
-        docs = [context]
+        docs = [check_text(context, f"{prefix}context")]
     elif isinstance(context, (list, tuple)):
         docs = []
         for i, doc in enumerate(context):
             if not isinstance(doc, str):
                 raise InputError(f"{prefix}context[{i}]: expected a string, got {type(doc).__name__}")
-            docs.append(doc)
+            docs.append(check_text(doc, f"{prefix}context[{i}]"))
     else:
         raise InputError(f"{prefix}context: expected a string or a list of strings, got {type(context).__name__}")
     task = None
@@ -177,14 +230,14 @@ def from_fields(context: Any = None, question: Any = None, answer: Any = None, w
         task = normalize_task_type(task_type) if isinstance(task_type, str) else None
         if task is None:
             raise InputError(f"{prefix}task_type: expected one of {', '.join(TASK_TYPES)}, got {task_type!r}")
-    return DetectInput(answer=answer, context=[d for d in docs if d.strip()],
-                       question=question if question and question.strip() else None, task_type=task)
+    return DetectInput(answer=answer, context=[d for d in docs if not blank(d)],
+                       question=question if question and not blank(question) else None, task_type=task)
 
 
 def parse_input(item: Any, where: str = "input") -> DetectInput:
     """A DetectInput, or a mapping with `messages` (and optional `documents`) or `context`/`question`/`answer`."""
     if isinstance(item, DetectInput):
-        return item
+        return _checked(item, where)
     pre = f"{where}." if where else ""
     if not isinstance(item, dict):
         raise InputError(f"{where or 'input'}: expected an object with messages or context/question/answer, "

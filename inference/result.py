@@ -69,7 +69,13 @@ HEADER_SEVERITY = "x-vsr-max-severity"
 HEADER_UNVERIFIED = "x-vsr-unverified-factual-response"
 HEADER_CONTEXT_MISSING = "x-vsr-verification-context-missing"
 HEADER_STATUS = "x-vsr-verification-status"
+HEADER_SPANS_TRUNCATED = "x-vsr-hallucination-spans-truncated"
 MAX_SPANS_HEADER_CHARS = 1024  # header values stay well under common proxy limits
+TRUNCATION_MARKER = "..."
+# Characters a span text keeps as they are in x-vsr-hallucination-spans: visible ASCII and the space, except "%"
+# (the escape character) and ";" (the separator). Everything else - CR, LF, other controls, non-ASCII - is
+# percent-encoded as UTF-8 bytes (RFC 3986 style, upper-case hex), so a value can never break or inject a header.
+_HEADER_KEEP = frozenset(chr(c) for c in range(0x20, 0x7F)) - {"%", ";"}
 
 
 def _r(x: float | None, digits: int = 4) -> float | None:
@@ -189,7 +195,9 @@ def detection_headers(result: Result, hallucination_headers: bool, unverified_he
     if hallucination_headers and result.hallucination_detected is not None:
         headers[HEADER_DETECTED] = "true" if result.hallucination_detected else "false"
         if result.hallucination_detected:
-            headers[HEADER_SPANS] = spans_header(result.spans)
+            headers[HEADER_SPANS], truncated = _spans_header(result.spans)
+            if truncated:
+                headers[HEADER_SPANS_TRUNCATED] = "true"
             headers[HEADER_CONTRADICTIONS] = str(result.nli_contradictions)
             headers[HEADER_SEVERITY] = str(result.max_severity)
     if unverified_headers and result.unverified_factual:
@@ -200,11 +208,30 @@ def detection_headers(result: Result, hallucination_headers: bool, unverified_he
     return headers
 
 
+def header_text(text: str) -> str:
+    """One span text as it travels in a header: whitespace runs (CR and LF included) folded to one space, then
+    every character outside visible ASCII + space, and "%" and ";", percent-encoded as its UTF-8 bytes. Plain
+    ASCII text is unchanged ("500 meters"); `urllib.parse.unquote` gives the folded text back."""
+    folded = " ".join(text.split())
+    if all(c in _HEADER_KEEP for c in folded):
+        return folded
+    return "".join(c if c in _HEADER_KEEP else "".join(f"%{b:02X}" for b in c.encode("utf-8", "surrogatepass"))
+                   for c in folded)
+
+
+def _spans_header(spans: list[Span]) -> tuple[str, bool]:
+    value = "; ".join(header_text(s.text) for s in spans)
+    if len(value) <= MAX_SPANS_HEADER_CHARS:
+        return value, False
+    cut = value[: MAX_SPANS_HEADER_CHARS - len(TRUNCATION_MARKER)]
+    tail = cut[-2:]
+    if "%" in tail:  # never split a %XX escape
+        cut = cut[: len(cut) - len(tail) + tail.index("%")]
+    return cut.rstrip("; ") + TRUNCATION_MARKER, True
+
+
 def spans_header(spans: list[Span]) -> str:
-    """Span texts joined with '; ' (newlines folded, ';' in a span escaped as ',', cut at MAX_SPANS_HEADER_CHARS)."""
-    parts = [" ".join(s.text.split()).replace(";", ",") for s in spans]
-    value = "; ".join(parts)
-    if len(value) > MAX_SPANS_HEADER_CHARS:
-        value = value[: MAX_SPANS_HEADER_CHARS - 3] + "..."
-    # Header values must be visible ASCII or ISO-8859-1 per RFC 9110; keep them ASCII-safe.
-    return value.encode("ascii", "backslashreplace").decode("ascii")
+    """x-vsr-hallucination-spans: the span texts (`header_text`: percent-encoded where not plain ASCII) joined
+    with "; ", at most MAX_SPANS_HEADER_CHARS characters; a longer value is cut (never inside an escape) and ends
+    with TRUNCATION_MARKER, and x-vsr-hallucination-spans-truncated: true is sent beside it."""
+    return _spans_header(spans)[0]

@@ -14,14 +14,13 @@ agreement floor, int8 with this fallback kept it) runs int8 first and answers ev
 logits are closer than the export's margin with model.onnx (only there can int8 change a label), in a second
 pass over the near-ties of all batches of the call.
 
-    runner = load_runner("runs/demo/export/detector", task="token")               # ONNX int8 if shipped, else fp32
+    runner = load_runner("runs/demo/export/detector", task="token")   # the faster of int8 (if shipped) and fp32
     runner = load_runner("runs/demo/export/detector", task="token", precision="fp32")
     runner = load_runner("runs/detector-offline", task="token", backend="torch")  # run dir / checkpoint
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
@@ -33,6 +32,7 @@ import numpy as np
 import yaml
 
 from inference.formatting import head_tail
+from inference.hub import ONNX_PATTERNS, WEIGHT_PATTERNS, ModelRefError, has_onnx, resolve_model, split_ref
 
 log = logging.getLogger("halugate.inference")
 
@@ -225,6 +225,10 @@ def _config_task(model_dir: Path) -> str | None:
     return None
 
 
+def _first_file(model_dir: Path, names: Sequence[str]) -> Path | None:
+    return next((model_dir / n for n in names if (model_dir / n).is_file()), None)
+
+
 def find_onnx_file(model_dir: str | Path, precision: str = "fp32", onnx_file: str = "") -> Path:
     model_dir = Path(model_dir)
     if onnx_file:
@@ -233,7 +237,8 @@ def find_onnx_file(model_dir: str | Path, precision: str = "fp32", onnx_file: st
             raise ModelLoadError(f"{path}: ONNX file not found")
         return path
     # "auto": the int8 file when the export has one (training.export leaves it there only when it passed its
-    # agreement check against fp32), else fp32
+    # agreement check against fp32), else fp32; OnnxRunner then keeps whichever of the two is faster on this CPU
+    # (inference.precision)
     names = INT8_FILES if precision == "int8" else (INT8_FILES + FP32_FILES if precision == "auto" else FP32_FILES)
     for name in names:
         if (model_dir / name).is_file():
@@ -304,6 +309,8 @@ class ClassifierRunner:
         results: list[np.ndarray | None] = [None] * len(features)
         for batch in self.batches([len(f) for f in features]):
             out = np.asarray(self._run_batch(*self._padded([features[i] for i in batch])), dtype=np.float32)
+            if not np.isfinite(out).all():  # a broken graph or session: the stage is unavailable, never "clean"
+                raise FloatingPointError(f"{self.model_dir}: the model returned non-finite logits (NaN / inf)")
             for row, i in enumerate(batch):
                 results[i] = out[row, : len(features[i])] if self.task == "token" else out[row]
         return results  # type: ignore[return-value]
@@ -407,7 +414,22 @@ class OnnxRunner(ClassifierRunner):
             providers = ["CPUExecutionProvider"] if use_cpu else [
                 p for p in ("CUDAExecutionProvider", "CPUExecutionProvider") if p in available]
         self._options, self._providers = options, list(providers)
-        self.session = self._load_session(path)
+        session = None
+        if precision == "auto" and not onnx_file:  # the faster shipped file on this CPU (inference.precision)
+            from inference.precision import decide, fallback_share
+
+            self.precision_decision, session = decide(
+                model_dir, fp32=_first_file(model_dir, FP32_FILES), int8=_first_file(model_dir, INT8_FILES),
+                task=task, max_length=_max_positions(model_dir), load=self._load_session,
+                threads=options.intra_op_num_threads, providers=self._providers,
+                retime=os.environ.get("HALUGATE_PRECISION_RETIME") == "1",
+                int8_fallback_share=fallback_share(model_dir) if fallback and task == "sequence" else 0.0)
+            path = model_dir / self.precision_decision.file
+        else:
+            from inference.precision import forced
+
+            self.precision_decision = forced(precision, path, pinned=bool(onnx_file))
+        self.session = session if session is not None else self._load_session(path)
         self.onnx_path = path
         self.input_names = [i.name for i in self.session.get_inputs()]
         self.input_types = {i.name: i.type for i in self.session.get_inputs()}
@@ -533,26 +555,22 @@ class TorchRunner(ClassifierRunner):
             return self.model(**inputs).logits.float().cpu().numpy()
 
 
-def resolve_model_dir(model_id: str | Path) -> Path:
-    """A local directory, or a Hub id fetched (or found in the local cache) with huggingface_hub."""
-    path = Path(os.path.expanduser(str(model_id)))
-    if path.exists():
-        return path
-    text = str(model_id)
-    if not text or text.startswith((".", "/", "~")) or text.count("/") != 1:
-        raise ModelLoadError(f"{model_id}: model directory not found")
+def resolve_model_dir(model_id: str | Path, backend: str = "torch") -> Path:
+    """A local directory, or a Hub id (`org/name[@rev]`) fetched (or found in the local cache) with huggingface_hub
+    (inference.hub). For the onnx backend a Hub repo must hold ONNX files; else the error says to export it."""
+    local = Path(os.path.expanduser(str(model_id)))
     try:
-        from huggingface_hub import snapshot_download
-    except ImportError:
-        raise ModelLoadError(f"{model_id}: not a local directory, and huggingface_hub is not installed to fetch "
-                             "it from the Hub; download the model and set model_id to its directory") from None
-    with contextlib.suppress(Exception):  # not in the local cache: try the network below
-        return Path(snapshot_download(text, local_files_only=True))
-    try:
-        return Path(snapshot_download(text))
-    except Exception as exc:  # noqa: BLE001 - one line naming the model is enough
-        raise ModelLoadError(f"{model_id}: not a local directory and not fetchable from the Hugging Face Hub "
-                             f"({type(exc).__name__}); set model_id to a local model directory") from None
+        path = resolve_model(model_id, patterns=ONNX_PATTERNS if backend == "onnx" else WEIGHT_PATTERNS)
+    except ModelRefError as exc:
+        raise ModelLoadError(str(exc)) from None
+    if backend == "onnx" and not local.exists() and not has_onnx(path):
+        hub = split_ref(str(model_id))
+        raise ModelLoadError(
+            f"{model_id}: the Hub repo has no ONNX files for the runtime (backend onnx); export it first: "
+            f"python -m training.export --model {model_id} --out DIR (add --input-format lettucedetect for a "
+            f"LettuceDetect Detector) and name DIR instead, or run it with backend torch"
+            if hub else f"{model_id}: no ONNX files")
+    return path
 
 
 def load_runner(model_dir: str | Path, task: str, backend: str = "onnx", *, use_cpu: bool = True,
@@ -562,7 +580,7 @@ def load_runner(model_dir: str | Path, task: str, backend: str = "onnx", *, use_
     """A runner for `model_dir` ("onnx": an export dir; "torch": a run dir / checkpoint)."""
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
-    model_dir = resolve_model_dir(model_dir)
+    model_dir = resolve_model_dir(model_dir, backend)
     if backend == "onnx":
         return OnnxRunner(model_dir, task, precision=precision, onnx_file=onnx_file, use_cpu=use_cpu,
                           providers=providers, num_threads=num_threads, batch_size=batch_size,

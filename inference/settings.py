@@ -3,7 +3,7 @@
     hallucination_mitigation:            # models and thresholds (seed: router-defaults.yaml)
       enabled: true
       backend: onnx                      # onnx | torch
-      precision: auto                    # auto (int8 where the export shipped it) | fp32 | int8
+      precision: auto                    # auto (the faster of fp32 / shipped int8 here) | fp32 | int8
       fail_mode: open                    # open: pass the answer when a model is unavailable; closed: withhold it
       fact_check_model:    {model_id, threshold: (unset: the model's calibrated one, else 0.6), use_cpu}
       hallucination_model: {model_id, threshold: 0.8, use_cpu: true, min_span_length, min_span_confidence,
@@ -67,6 +67,8 @@ class ModelSettings:
 class SentinelSettings(ModelSettings):
     # None: the model's calibrated threshold (sentinel.json in its dir, see inference.calibration), else 0.6
     threshold: float | None = None
+    fact_check_label: str = ""    # the label meaning "needs fact-checking"; "": found by name (FACT_CHECK_NEEDED,
+                                  # fact_check, factcheck, needs_fact_check, ...: inference.labels.sentinel_label)
 
     def validate(self) -> None:
         if self.threshold is not None:
@@ -102,7 +104,7 @@ class DetectorSettings(ModelSettings):
     window_fill: Literal["auto", "full", "even", "packed"] = "auto"  # auto: the plan the Detector was trained
                                            # with (detector.json "window_fill"), else even. even: the fewest
                                            # windows, each only as long as covering the context needs
-                                           # (scripts/bench_windows.py: no loss, fewer tokens); full: every
+                                           # (2026-12-02: no loss, fewer tokens); full: every
                                            # window a full budget of context; packed: one window of the context
                                            # sentences sharing the most words with the answer
                                            # (inference.spans.pack_context_ranges)
@@ -115,6 +117,13 @@ class DetectorSettings(ModelSettings):
     max_context_tokens: int = 16384        # hard limit: longer contexts are refused with an error
     use_model_calibration: bool = True     # the model's detector.json (threshold, aggregation, grounding
                                            # combiner, fitted on held-out data) overrides threshold/aggregation
+    input_format: Literal["auto", "halugate", "lettucedetect"] = "auto"  # how the Detector is fed: auto = what
+                                           # its export declares (halugate_format.json), else halugate's own
+                                           # format; lettucedetect: lettucedetect 0.2.3's prompts and passage
+                                           # chunks (inference.formats)
+    span_builder: Literal["halugate", "lettucedetect"] = "halugate"  # token probabilities -> spans: halugate
+                                           # (merging over small gaps, word snapping, span extension) or
+                                           # lettucedetect's (runs of consecutive flagged tokens, as they are)
 
     def validate(self) -> None:
         super().validate()
@@ -158,8 +167,9 @@ class ExplainerSettings(ModelSettings):
 class MitigationSettings:
     enabled: bool = True
     backend: Literal["onnx", "torch"] = "onnx"
-    precision: Literal["auto", "fp32", "int8"] = "auto"  # auto: int8 where the export shipped one (it passed
-                                                          # its agreement check), else fp32
+    precision: Literal["auto", "fp32", "int8"] = "auto"  # auto: where the export shipped int8 (it passed its
+                                                          # agreement check), the faster of int8 and fp32 on
+                                                          # this CPU (inference.precision), else fp32
     fail_mode: Literal["open", "closed"] = "open"
     num_threads: int = 0                   # onnxruntime / torch intra-op threads; 0 = the physical cores
     spin_wait: bool = False                # onnxruntime threads spin between ops. Off: the stack runs three

@@ -359,7 +359,7 @@ def pack_context_ranges(text: str, offsets: Sequence[tuple[int, int]], answer: s
     evidence for part of the answer (and training masks those tokens). Packing picks units greedily by how many
     answer words not yet covered they contain (ties: fewer tokens, then earlier), then fills the rest of the
     budget with the units sharing the most answer words, nearest first, so one window holds the evidence.
-    Measured on RAGTruth it lost recall against contiguous windows (docs/detector.md, "Packed windows"): an
+    Measured on RAGTruth it lost recall against contiguous windows (docs/experiments.md, 2026-12-02): an
     option, not the recipes' plan."""
     units = context_units(text, offsets)
     if not units:
@@ -404,7 +404,7 @@ def plan_windows(n: int, budget: int, min_overlap: int, fill: str = "full") -> l
     fill "full": every window holds `budget` tokens (plan_window_starts; leftover room becomes extra overlap).
     fill "even": the same number of windows, each only as long as covering with that overlap needs,
     ceil((n + (k - 1) * overlap) / k) tokens. Two windows over a 512-token context then hold ~270 context
-    tokens each instead of ~460: a third less compute for the same count (quality: scripts/bench_windows.py).
+    tokens each instead of ~460: a third less compute for the same count (quality: docs/experiments.md, 2026-12-02).
     """
     if fill not in WINDOW_FILLS:
         raise ValueError(f"window fill: {fill!r} is not one of {', '.join(WINDOW_FILLS)}")

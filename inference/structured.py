@@ -7,7 +7,7 @@ identifiers and punctuation, while the answer it checks says "offers outdoor sea
 tokens (RAGTruth's Data2txt rows: median 716 -> 514 MiniLM tokens), so it needs fewer Detector windows.
 
 A Detector trained on one rendering must see the same one at run time: `training.detector` records its choice in
-`detector.json` (`structured_context`), and the runtime follows it (docs/detector.md, "Structured context").
+`detector.json` (`structured_context`), and the runtime follows it (docs/detector.md, "Other options").
 """
 
 from __future__ import annotations

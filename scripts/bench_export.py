@@ -33,6 +33,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from inference.hardware import cpu_info
 from training.export import (
     FP32_FILE,
     INT8_FILE,
@@ -46,7 +47,6 @@ from training.export import (
     session_feed,
     torch_logits,
 )
-from training.hardware import cpu_name
 from training.models import build_model, load_tokenizer, resolve_base_model
 
 
@@ -239,7 +239,7 @@ def main(argv=None) -> int:
     import onnxruntime
     import torch
 
-    hw = (f"{cpu_name()}, {os.cpu_count()} cores visible, threads={args.threads or os.cpu_count()}, "
+    hw = (f"{cpu_info().describe()}, threads={args.threads or os.cpu_count()}, "
           f"torch {torch.__version__}, onnxruntime {onnxruntime.__version__}, "
           f"load average {os.getloadavg()[0]:.1f} at start")
     print(f"hardware: {hw}\n\n{HEADER}\n|" + "---|" * 9, flush=True)
@@ -267,7 +267,8 @@ def main(argv=None) -> int:
                   "answered by fp32")
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps({"hardware": hw, "args": vars(args), "results": results}, indent=2))
+        Path(args.json).write_text(json.dumps({"hardware": hw, "cpu": cpu_info().as_dict(), "args": vars(args),
+                                               "results": results}, indent=2))
     return 0
 
 

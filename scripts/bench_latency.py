@@ -39,6 +39,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from inference.detect import HaluGate
+from inference.hardware import cpu_info
 from inference.labels import DETECTOR_LABELS, EXPLAINER_LABELS, SENTINEL_LABELS
 from inference.result import STAGES
 from inference.runners import Features, physical_cores
@@ -178,6 +179,22 @@ def ratio_interval(theirs: list[float], ours: list[float], n_boot: int = 2000, s
     return [round(float(v), 2) for v in np.percentile(ratios, [2.5, 97.5])]
 
 
+def interleaved(first, second, reps: int, max_seconds: float) -> tuple[tuple[list[float], object], ...]:
+    """Call `first` and `second` in turn `reps` times (or until `max_seconds`): both see the same machine state.
+    Returns (milliseconds, last result) for each."""
+    times: tuple[list[float], list[float]] = ([], [])
+    last: list = [None, None]
+    started = time.perf_counter()
+    for _ in range(reps):
+        for k, call in enumerate((first, second)):
+            t = time.perf_counter()
+            last[k] = call()
+            times[k].append((time.perf_counter() - t) * 1000)
+        if time.perf_counter() - started > max_seconds:
+            break
+    return (times[0], last[0]), (times[1], last[1])
+
+
 def char_jaccard(a: list, b: list) -> float:
     """Overlap of the flagged answer characters of two span lists (1.0: the same characters, or none in both)."""
     ca = {i for s, e in a for i in range(s, e)}
@@ -212,6 +229,12 @@ def bench_backend(name: str, models: dict, inputs: dict, args,
     if gate.load_errors:
         raise SystemExit(f"{name}: {gate.load_errors}")
     precisions = {stage: r.precision for stage, r in gate.runners.items() if r is not None}
+    # why each stage runs its file (precision: auto times fp32 against int8 on this CPU: inference.precision)
+    decisions = {stage: r.precision_decision.as_dict() for stage, r in gate.runners.items()
+                 if getattr(r, "precision_decision", None) is not None}
+    for stage, d in decisions.items():
+        print(f"[bench] {name} {stage}: {d['precision']} ({d['file']}, {d['source']}) {d['reason']}"
+              + (f"; fp32 {d['fp32_ms']} ms, int8 {d['int8_ms']} ms" if d.get("fp32_ms") else ""), flush=True)
     # the file each stage ran (a variant's onnx_file overrides the backend's precision: say so in the report)
     files = {stage: getattr(getattr(r, "onnx_path", None), "name", "torch") for stage, r in gate.runners.items()
              if r is not None}
@@ -233,7 +256,8 @@ def bench_backend(name: str, models: dict, inputs: dict, args,
                     stage_times[s].append(results[0].timings_ms[s])
                 if time.perf_counter() - started > args.max_cell_seconds:
                     break
-            row = {"backend": name, "precisions": precisions, "files": files, "context_tokens": length, "batch": batch,
+            row = {"backend": name, "precisions": precisions, "files": files, "precision_decisions": decisions,
+                   "context_tokens": length, "batch": batch,
                    "measured_context_tokens": results[0].context_tokens,
                    "windows_per_input": results[0].detector_windows,
                    "spans_per_input": round(statistics.mean(len(r.spans) for r in results), 2),
@@ -386,7 +410,10 @@ def environment() -> dict:
             versions[pkg] = md.version(pkg)
         except md.PackageNotFoundError:
             pass
-    return {"cpu": cpu, "cores": os.cpu_count(), "load_average": [round(x, 2) for x in os.getloadavg()],
+    info = cpu_info()
+    return {"cpu": cpu, "cpu_class": info.cpu_class, "isa": list(info.isa), "cpu_description": info.describe(),
+            "physical_cores": info.physical_cores,
+            "cores": os.cpu_count(), "load_average": [round(x, 2) for x in os.getloadavg()],
             "python": platform.python_version(), "versions": versions}
 
 
@@ -396,7 +423,8 @@ def _interval(ci: list[float] | None) -> str:
 
 def markdown(report: dict) -> str:
     hw = report["hardware"]
-    lines = [f"Hardware: {hw['cpu']}, {hw['cores']} cores, load average at start "
+    cpu = hw.get("cpu_description") or f"{hw['cpu']}, {hw['cores']} cores"  # model, CPU class, features, cores
+    lines = [f"Hardware: {cpu}, load average at start "
              f"{hw['load_average_start']}, at end {hw['load_average']}{' (BUSY machine)' if report['busy'] else ''}; " +
              ", ".join(f"{k} {v}" for k, v in hw["versions"].items()),
              "", "Models: " + "; ".join(f"{m['stage']}: {m['checkpoint']}" for m in report["models"]), "",
@@ -412,6 +440,12 @@ def markdown(report: dict) -> str:
         lines += ["", "Files run: " + "; ".join(
             f"{backend}: " + ", ".join(f"{stage} `{f}`" for stage, f in stage_files.items())
             for backend, stage_files in files.items())]
+    auto = next((r.get("precision_decisions") for r in report["rows"] if r["backend"] == "onnx-auto"), None)
+    if auto:
+        lines += ["", "precision: auto on this CPU: " + "; ".join(
+            f"{stage} {d['precision']} ({d['source']}" + (f", fp32 {d['fp32_ms']} ms / int8 {d['int8_ms']} ms on "
+                                                          f"{d['shape']}" if d.get("fp32_ms") else "") + ")"
+            for stage, d in auto.items())]
     ld = report.get("lettucedetect") or {}
     if ld.get("long_context"):
         lines += ["", (f"lettucedetect {ld['version']} on the same Detector checkpoint against ours at "
@@ -431,6 +465,167 @@ def markdown(report: dict) -> str:
                       f"max |P difference| {ii['max_abs_prob_diff']}")]
     elif ld.get("error"):
         lines += ["", f"lettucedetect: {ld['error']}"]
+    return "\n".join(lines) + "\n"
+
+
+# ---- a published architecture at its real shape (--arch) -----------------------------------------------------
+
+ARCHS = {"modernbert-base": "ModernBERT-base's config (transformers ModernBertConfig defaults: 22 layers, hidden 768, "
+                            "8192 positions, vocabulary 50368), random weights"}
+LETTUCE_CONFIG = REPO / "configs" / "inference.lettucedetect.yaml"
+HALUGATE_CONFIG = REPO / "configs" / "inference.halugate.yaml"
+
+
+def build_arch(arch: str, task: str, labels: list[str] | None, out: Path, classifier_scale: float = 1.0) -> dict:
+    """A classifier of `arch`'s shape with random weights, built from its config (no download), saved with a BERT
+    WordPiece tokenizer available offline (MiniLM's: ModernBERT's own tokenizer is on the Hub only; its ids stay
+    inside ModernBERT's vocabulary). `labels` None: LABEL_0 / LABEL_1, a LettuceDetect checkpoint's."""
+    import torch
+    from transformers import (
+        AutoTokenizer,
+        ModernBertConfig,
+        ModernBertForSequenceClassification,
+        ModernBertForTokenClassification,
+    )
+
+    if arch not in ARCHS:
+        raise SystemExit(f"--arch {arch!r}: one of {', '.join(ARCHS)}")
+    tok = AutoTokenizer.from_pretrained(resolve_base_model("offline:minilm"))
+    tok.model_input_names = ["input_ids", "attention_mask"]
+    names = labels or ["LABEL_0", "LABEL_1"]
+    cfg = ModernBertConfig(num_labels=len(names), id2label=dict(enumerate(names)),
+                           label2id={n: i for i, n in enumerate(names)}, pad_token_id=tok.pad_token_id,
+                           bos_token_id=tok.cls_token_id, eos_token_id=tok.sep_token_id, cls_token_id=tok.cls_token_id,
+                           sep_token_id=tok.sep_token_id)
+    cls = ModernBertForTokenClassification if task == "token" else ModernBertForSequenceClassification
+    if not has_weights(out):
+        print(f"[bench] building a random {arch} {task} classifier in {out}", flush=True)
+        torch.manual_seed(0)
+        model = cls(cfg).eval()
+        with torch.no_grad():  # random heads sit at P ~ 0.5: spread them so that some tokens are flagged
+            model.classifier.weight.mul_(classifier_scale)
+        out.mkdir(parents=True, exist_ok=True)
+        model.save_pretrained(out, safe_serialization=True)
+        tok.save_pretrained(out)
+        if labels:
+            (out / "label_map.json").write_text(json.dumps({"labels": labels, "id2label": dict(enumerate(labels))}))
+    from safetensors import safe_open
+
+    with safe_open(str(out / "model.safetensors"), framework="np") as f:
+        params = sum(int(np.prod(f.get_slice(k).get_shape())) for k in f.keys())  # noqa: SIM118
+    return {"run": str(out), "parameters": params, "checkpoint": f"random {arch} ({ARCHS[arch]})"}
+
+
+def export_arch(info: dict, out: Path, input_format: str | None, int8: bool) -> str:
+    if not (out / "model.onnx").is_file():
+        print(f"[bench] exporting {info['run']} -> {out}" + (" (+ int8 if it keeps 0.99)" if int8 else " (fp32)"),
+              flush=True)
+        export_model(info["run"], out, exporter="torch", samples=8, overwrite=True, input_format=input_format,
+                     quantize="int8" if int8 else None)
+    return str(out)
+
+
+def bench_arch(args, out: Path) -> dict:
+    """Our runtime (configs/inference.lettucedetect.yaml) against lettucedetect 0.2.3 on the same random
+    `args.arch` checkpoint at each length, alternating calls; then the HaluGate-defaults stack
+    (configs/inference.halugate.yaml: Sentinel + Detector + Explainer of that shape) against the Detector alone
+    at `args.stack_length`."""
+    import torch
+    from lettucedetect.models.inference import HallucinationDetector
+
+    threads = args.threads or physical_cores()
+    torch.set_num_threads(threads)  # lettucedetect (torch) and ONNX Runtime on the same cores
+    root = out / "models" / args.arch
+    det = build_arch(args.arch, "token", None, root / "detector", classifier_scale=args.classifier_scale)
+    det["export"] = export_arch(det, root / "detector-export", "lettucedetect", args.arch_int8)
+    common = [f"hallucination_mitigation.hallucination_model.max_length={args.lettuce_max_length}",
+              f"hallucination_mitigation.num_threads={threads}", f"hallucination_mitigation.precision={args.precision}"]
+    ours = HaluGate.from_config(LETTUCE_CONFIG, [f"hallucination_mitigation.hallucination_model.model_id={det['export']}",
+                                                 *common])
+    if ours.load_errors:
+        raise SystemExit(f"ours: {ours.load_errors}")
+    ld = HallucinationDetector(method="transformer", model_path=det["run"], max_length=args.lettuce_max_length,
+                               device="cpu")
+    tok = ours.runners["detector"].tokenizer
+    report = {"arch": args.arch, "detector": det, "threads": threads, "lettuce_max_length": args.lettuce_max_length,
+              "our_precision": ours.runners["detector"].precision, "lettucedetect": [], "stack": None}
+    for length in args.lengths:
+        x = make_input(tok, length, 0)
+        ld.predict(x["context"], x["answer"], x["question"], output_format="spans")  # warm-up, both
+        ours.detect(**x)
+        (t_ld, ld_spans), (t_ours, r) = interleaved(
+            lambda x=x: ld.predict(x["context"], x["answer"], x["question"], output_format="spans"),
+            lambda x=x: ours.detect(**x), args.reps, args.max_cell_seconds)
+        a, b = pct(t_ld), pct(t_ours)
+        row = {"context_tokens": length, "measured_context_tokens": r.context_tokens, "chunks": r.detector_windows,
+               "lettucedetect_ms": a, "ours_ms": b, "ratio_p50": round(a["p50"] / b["p50"], 2),
+               "ratio_p50_ci95": ratio_interval(t_ld, t_ours),
+               "same_spans": [(s["start"], s["end"]) for s in ld_spans] == spans_of(r), "spans": len(r.spans)}
+        report["lettucedetect"].append(row)
+        print(f"[bench] {args.arch} ctx={length:5d} chunks={row['chunks']} lettucedetect p50={a['p50']:9.1f} ms "
+              f"ours p50={b['p50']:9.1f} ms ratio={row['ratio_p50']:.2f} (95% {row['ratio_p50_ci95'][0]:.2f}-"
+              f"{row['ratio_p50_ci95'][1]:.2f}, n={a['n']}) same_spans={row['same_spans']}", flush=True)
+    if args.stack_length:
+        del ours, ld  # their 4K / 8K buffers: the stack below holds four more sessions
+        import gc
+
+        gc.collect()
+        sen = build_arch(args.arch, "sequence", SENTINEL_LABELS, root / "sentinel")
+        exp = build_arch(args.arch, "sequence", EXPLAINER_LABELS, root / "explainer", classifier_scale=20.0)
+        sen["export"] = export_arch(sen, root / "sentinel-export", None, args.arch_int8)
+        exp["export"] = export_arch(exp, root / "explainer-export", None, args.arch_int8)
+        models = [f"hallucination_mitigation.hallucination_model.model_id={det['export']}",
+                  "hallucination_mitigation.fact_check_model.threshold=0.0", *common[1:]]  # every input verified
+        stack = HaluGate.from_config(HALUGATE_CONFIG, [
+            *models, f"hallucination_mitigation.fact_check_model.model_id={sen['export']}",
+            f"hallucination_mitigation.nli_model.model_id={exp['export']}"])
+        # the same Detector session in both (one 4K arena in memory, and no difference between two sessions)
+        alone = HaluGate.from_config(HALUGATE_CONFIG, [*models, "hallucination_mitigation.fact_check_model.model_id=",
+                                                       "hallucination_mitigation.nli_model.model_id="],
+                                     detector=stack.runners["detector"])
+        for g in (stack, alone):
+            if g.load_errors:
+                raise SystemExit(f"stack: {g.load_errors}")
+        x = make_input(tok, args.stack_length, 0)
+        stack.detect(**x)
+        alone.detect(**x)
+        (t_stack, rs), (t_alone, ra) = interleaved(lambda: stack.detect(**x), lambda: alone.detect(**x),
+                                                   args.reps, args.max_cell_seconds)
+        a, b = pct(t_stack), pct(t_alone)
+        report["stack"] = {
+            "context_tokens": args.stack_length, "stack_ms": a, "detector_alone_ms": b,
+            "ratio_p50": round(a["p50"] / b["p50"], 2), "ratio_p50_ci95": ratio_interval(t_stack, t_alone),
+            "detector_spans": len(ra.spans), "spans_after_explainer": len(rs.spans),
+            "stage_ms": {s: round(rs.timings_ms[s], 1) for s in STAGES},
+            "models": {"sentinel": sen, "explainer": exp}}
+        print(f"[bench] HaluGate-defaults stack at {args.stack_length}: {a['p50']:.1f} ms vs Detector alone "
+              f"{b['p50']:.1f} ms p50, ratio {report['stack']['ratio_p50']:.2f} (Detector spans "
+              f"{len(ra.spans)}, after the Explainer {len(rs.spans)}; stages {report['stack']['stage_ms']})",
+              flush=True)
+    return report
+
+
+def arch_markdown(report: dict, hardware: dict, busy: bool) -> str:
+    det = report["detector"]
+    lines = [f"Hardware: {hardware.get('cpu_description') or hardware['cpu']}, {report['threads']} threads for both; "
+             f"load average at start {hardware['load_average_start']}, at end {hardware['load_average']}"
+             f"{' (BUSY machine)' if busy else ''}; " + ", ".join(f"{k} {v}" for k, v in hardware["versions"].items()),
+             "", (f"Model: {det['checkpoint']}, {det['parameters'] / 1e6:.0f}M parameters; ours: ONNX Runtime "
+             f"{report['our_precision']} with configs/inference.lettucedetect.yaml; lettucedetect: PyTorch; "
+             f"max_length {report['lettuce_max_length']} on both (passage chunks beyond it)."), "",
+             ("| context tokens | chunks | lettucedetect p50 / p99 ms | ours p50 / p99 ms | ratio p50 (95% bootstrap) "
+             "| n | same spans |"), "|---:|---:|---:|---:|---:|---:|---|"]
+    for r in report["lettucedetect"]:
+        lines.append(f"| {r['measured_context_tokens']} | {r['chunks']} | {r['lettucedetect_ms']['p50']:.0f} / "
+                     f"{r['lettucedetect_ms']['p99']:.0f} | {r['ours_ms']['p50']:.0f} / {r['ours_ms']['p99']:.0f} | "
+                     f"{r['ratio_p50']:.2f}{_interval(r['ratio_p50_ci95'])} | {r['ours_ms']['n']} | {r['same_spans']} |")
+    st = report.get("stack")
+    if st:
+        lines += ["", (f"HaluGate-defaults stack (configs/inference.halugate.yaml, Sentinel threshold 0 so every "
+                       f"input is verified) at {st['context_tokens']} tokens: {st['stack_ms']['p50']:.0f} ms against "
+                       f"the Detector alone {st['detector_alone_ms']['p50']:.0f} ms p50, ratio {st['ratio_p50']:.2f}"
+                       f"{_interval(st['ratio_p50_ci95'])}; Detector spans {st['detector_spans']}, after the "
+                       f"Explainer {st['spans_after_explainer']}; stage ms {st['stage_ms']}")]
     return "\n".join(lines) + "\n"
 
 
@@ -463,6 +658,17 @@ def main(argv=None) -> int:
     p.add_argument("--min-span-confidence", type=float, default=0.6,
                    help="0 with a random-head Detector (probabilities near 0.5) so that the Explainer stage runs")
     p.add_argument("--no-lettucedetect", action="store_true")
+    p.add_argument("--arch", choices=list(ARCHS),
+                   help="instead of the stack above: a published architecture at its real shape, random weights "
+                        "(no download), exported with --input-format lettucedetect; ours vs lettucedetect 0.2.3 at "
+                        "--lengths, then the HaluGate-defaults stack at --stack-length")
+    p.add_argument("--arch-int8", action="store_true", help="--arch: also export int8 (shipped only at >= 0.99 "
+                                                             "agreement; the default precision then runs it)")
+    p.add_argument("--stack-length", type=int, default=4096, help="--arch: context tokens of the stack run (0: none)")
+    p.add_argument("--lettuce-max-length", type=int, default=4096,
+                   help="--arch: max_length of both (lettucedetect's default 4096; longer contexts are chunked)")
+    p.add_argument("--classifier-scale", type=float, default=20.0,
+                   help="--arch: the random Detector head's weights x this, so that some tokens are flagged")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="an inference setting for every run (inference.config override), repeatable")
     p.add_argument("--variant", action="append", nargs="+", default=[], metavar=("NAME", "KEY=VALUE"),
@@ -474,6 +680,17 @@ def main(argv=None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     load_start = check_idle(args.allow_busy)
+    print(f"[bench] CPU: {cpu_info().describe()}; load average {load_start}", flush=True)
+    if args.arch:
+        report = bench_arch(args, out)
+        hardware = {**environment(), "load_average_start": load_start}
+        busy = load_start[0] > MAX_LOAD_PER_CORE * physical_cores()
+        report = {"command": " ".join(sys.argv), "hardware": hardware, "busy": busy, **report}
+        (out / "latency_arch.json").write_text(json.dumps(report, indent=2) + "\n")
+        md = arch_markdown(report, hardware, busy)
+        (out / "latency_arch.md").write_text(md)
+        print(md)
+        return 0
 
     models = {stage: prepare(stage, getattr(args, stage), getattr(args, f"{stage}_export"), out, args.build_missing)
               for stage in STAGE_SPECS}

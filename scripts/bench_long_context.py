@@ -5,7 +5,7 @@ unrelated passages, under each window aggregation and window budget.
         --data-dir ../shared/data --lengths 0,2048,4096 --max-windows 0,4,2 --out runs/bench-long-context
 
 Why: RAGTruth contexts mostly fit one or two Detector windows, so the calibration's choice between `max` and
-`min` window aggregation (and the `max_windows` budget, which only `min` allowed before session 18) is made and measured almost
+`min` window aggregation (and the `max_windows` budget, which only `min` allowed before 2026-12-03) is made and measured almost
 without long contexts, while applications send 2-4K-token contexts. Here every held-out answer of a fold keeps
 its own context (so its gold spans stay right) with passages of other held-out sources of the same fold added
 around it (its position drawn at random, seeded) until the context has LENGTH Detector tokens (0: the original
@@ -37,12 +37,14 @@ sys.path.insert(0, str(REPO))
 from eval.detector_cv import add_fold_model_arguments, fold_of_sources, fold_split
 from inference.detector_stage import Calibration, read_context, rescore, scores_to_spans
 from inference.grounding import ContextIndex, grounding_features
+from inference.hardware import cpu_info
 from inference.windowing import select_windows
 from training.cli import resolve_config_file
 from training.data.base import resolve_data_dir
 from training.data.spans import SpanDataReport
 from training.detector import DetectorConfig, group_key, load_mixture
 from training.detector_scoring import Prediction, _input, fit_calibration, metrics_of, predict, runtime_gate
+from training.hardware import hardware
 
 AGGREGATIONS = ("max", "min")
 
@@ -183,7 +185,7 @@ def main(argv=None) -> int:
     keys = list(next(iter(per_fold.values())).keys())
     lines = [(f"Detector quality with long contexts: {len(folds)} CV folds of {args.source} "
              f"({sum(1 for _ in records)} responses), each fold model on its held-out answers, torch backend; "
-             "mean over folds."), "",
+             f"mean over folds. Hardware: {hardware()}."), "",
              ("| context | tokens (mean) | aggregation | max windows | combiner | grounding on | windows run | "
              "answers flagged | example F1 | span P / R / F1 | token P / R / F1 |"),
              "|---|---:|---|---:|---|---|---:|---:|---:|---|---|"]
@@ -211,7 +213,8 @@ def main(argv=None) -> int:
                      f"{row['token_precision']:.3f} / {row['token_recall']:.3f} / {row['token_f1']:.3f} |")
     md = "\n".join(lines) + "\n"
     (out / "long_context.md").write_text(md)
-    (out / "long_context.json").write_text(json.dumps({"command": " ".join(sys.argv), "rows": summary}, indent=2)
+    (out / "long_context.json").write_text(json.dumps({"command": " ".join(sys.argv), "hardware": hardware(),
+                                                       "cpu": cpu_info().as_dict(), "rows": summary}, indent=2)
                                            + "\n")
     print(md)
     return 0

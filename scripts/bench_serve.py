@@ -47,7 +47,7 @@ sys.path.insert(0, str(REPO / "tests"))
 from serve_upstream import free_port
 
 from inference.detect import HaluGate
-from inference.labels import DETECTOR_LABELS, EXPLAINER_LABELS, SENTINEL_LABELS
+from inference.hardware import cpu_info
 from inference.messages import parse_input
 from training.models import resolve_base_model
 
@@ -75,16 +75,9 @@ def models_dir(arg: str | None) -> tuple[Path, str]:
     demo = REPO / "runs" / "demo" / "export"
     if all((demo / s / "model.onnx").exists() for s in ("sentinel", "detector", "explainer")):
         return demo, "runs/demo/export (make demo: quick-trained MiniLM models)"
-    out = REPO / "runs" / "bench-serve" / "models"
-    if not all((out / s / "model.onnx").exists() for s in ("sentinel", "detector", "explainer")):
-        from detect_helpers import export_tiny, make_run_dir
+    from detect_helpers import tiny_stack
 
-        tok = resolve_base_model("offline:minilm")
-        for stage, task, labels, seed in (("sentinel", "sequence", SENTINEL_LABELS, 1),
-                                          ("detector", "token", DETECTOR_LABELS, 2),
-                                          ("explainer", "sequence", EXPLAINER_LABELS, 3)):
-            run = make_run_dir(out.parent / "runs" / stage, task, labels, tok, seed)
-            export_tiny(run, out / stage)
+    out = tiny_stack(REPO / "runs" / "bench-serve" / "models", resolve_base_model("offline:minilm"))
     return out, "tiny random-weight BERTs (2 layers, hidden 32, MiniLM tokenizer), runs/bench-serve/models"
 
 
@@ -267,8 +260,7 @@ def main() -> int:
     models, model_note = models_dir(args.models)
     work = REPO / "runs" / "bench-serve"
     work.mkdir(parents=True, exist_ok=True)
-    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                if line.startswith("model name")), platform.machine()) if Path("/proc/cpuinfo").exists() else ""
+    cpu = cpu_info().describe()  # model name, CPU class, the features that decide speed, cores
     load_before = os.getloadavg()
     print(f"# inference.serve benchmark: {cpu}, {os.cpu_count()} cores, Python {platform.python_version()}, "
           f"load average {load_before[0]:.2f} / {load_before[1]:.2f} / {load_before[2]:.2f} at start")
@@ -281,7 +273,8 @@ def main() -> int:
     print(f"\nbatch {max(ceiling)} vs 1: {ceiling[1] / ceiling[max(ceiling)]:.2f}x per input: the most that "
           "micro-batching can save on detection at this model size")
     c = args.concurrency
-    report: dict = {"cpu": cpu, "cores": os.cpu_count(), "models": model_note, "load_start": load_before,
+    report: dict = {"cpu": cpu, "cpu_info": cpu_info().as_dict(), "cores": os.cpu_count(), "models": model_note,
+                    "load_start": load_before,
                     "ceiling_ms_per_input": ceiling}
     cfg = write_config(work / "serve.yaml", models)
     fault_cfg = write_config(work / "serve-faults.yaml", models, upstream_timeout_s=1.0)

@@ -17,6 +17,28 @@ def _data_dir() -> Path | None:
     return path if path.is_dir() else None
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _precision_cache(tmp_path_factory):
+    """`precision: auto` caches its decisions (inference.precision): in a temporary dir during tests, never in
+    the user's ~/.cache."""
+    old = os.environ.get("HALUGATE_CACHE_DIR")
+    os.environ["HALUGATE_CACHE_DIR"] = str(tmp_path_factory.mktemp("halugate-cache"))
+    yield
+    if old is None:
+        os.environ.pop("HALUGATE_CACHE_DIR", None)
+    else:
+        os.environ["HALUGATE_CACHE_DIR"] = old
+
+
+@pytest.fixture
+def auto_prefers_int8(monkeypatch, tmp_path):
+    """`precision: auto` on injected timings where int8 is twice as fast (as on an AVX-512 VNNI CPU), with a
+    cache of its own: tests of "the default runs the shipped int8 file" do not depend on this CPU's speed."""
+    monkeypatch.setenv("HALUGATE_CACHE_DIR", str(tmp_path / "precision-cache"))
+    monkeypatch.setattr("inference.precision.time_sessions",
+                        lambda sessions, feeds: {"fp32": [10.0, 10.0, 10.0], "int8": [5.0, 5.0, 5.0]})
+
+
 @pytest.fixture(scope="session")
 def data_dir() -> Path:
     path = _data_dir()
@@ -69,3 +91,20 @@ def tiny_modernbert_dir(tmp_path_factory, minilm_dir) -> str:
         cls_token_id=tok.cls_token_id, sep_token_id=tok.sep_token_id,
     )
     return _save_tiny(ModernBertModel(cfg), tok, tmp_path_factory.mktemp("tiny-modernbert"))
+
+
+@pytest.fixture(scope="session")
+def tiny_exports(tmp_path_factory, minilm_dir) -> dict:
+    """Tiny random BERT Sentinel / Detector / Explainer exported to ONNX by training.export: {stage: export dir}."""
+    from detect_helpers import export_tiny, make_run_dir
+
+    from inference.labels import DETECTOR_LABELS, EXPLAINER_LABELS, SENTINEL_LABELS
+
+    root = tmp_path_factory.mktemp("tiny-exports")
+    out = {}
+    for stage, task, labels, seed in (("sentinel", "sequence", SENTINEL_LABELS, 1),
+                                      ("detector", "token", DETECTOR_LABELS, 2),
+                                      ("explainer", "sequence", EXPLAINER_LABELS, 3)):
+        run = make_run_dir(root / "runs" / stage, task, labels, minilm_dir, seed)
+        out[stage] = export_tiny(run, root / "export" / stage)
+    return out

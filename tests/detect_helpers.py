@@ -139,3 +139,16 @@ def export_tiny(run_dir: Path, out: Path, quantize: bool = False) -> Path:
     export(run_dir, out, exporter="torch", samples=8, overwrite=True, quantize="int8" if quantize else None,
            agreement_floor=0.0)
     return out
+
+
+def tiny_stack(out: Path, tokenizer_dir: str) -> Path:
+    """Tiny random-weight Sentinel, Detector and Explainer exports under `out` (built once, reused after), for
+    the service scripts that need a whole stack without `make demo` (scripts/bench_serve.py, soak_serve.py)."""
+    from inference.labels import DETECTOR_LABELS, EXPLAINER_LABELS, SENTINEL_LABELS
+
+    if not all((out / s / "model.onnx").exists() for s in ("sentinel", "detector", "explainer")):
+        for stage, task, labels, seed in (("sentinel", "sequence", SENTINEL_LABELS, 1),
+                                          ("detector", "token", DETECTOR_LABELS, 2),
+                                          ("explainer", "sequence", EXPLAINER_LABELS, 3)):
+            export_tiny(make_run_dir(out.parent / "runs" / stage, task, labels, tokenizer_dir, seed), out / stage)
+    return out

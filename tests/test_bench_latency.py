@@ -13,7 +13,7 @@ pytest.importorskip("optimum.exporters.onnx", reason="optimum-onnx is needed to 
 
 
 @pytest.mark.slow
-def test_bench_latency_smoke_names_the_files_each_stage_ran(tmp_path, minilm_dir):
+def test_bench_latency_smoke_names_the_files_each_stage_ran(tmp_path, minilm_dir, auto_prefers_int8):
     bench = load_script("bench_latency")
     none = tmp_path / "none"  # no trained models: random heads are built and exported
     out = tmp_path / "bench"

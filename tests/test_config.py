@@ -87,7 +87,7 @@ def test_save_round_trip(tmp_path):
 def test_shipped_sentinel_configs_load(name):
     cfg = load_config(SentinelConfig, f"configs/{name}")
     assert cfg.model.lora.r == 16 and cfg.model.lora.alpha == 32 and cfg.model.lora.dropout == 0.1
-    # the offline recipe trains 2 epochs on its larger, augmented mix to stay within 30 CPU minutes (issue 14)
+    # the offline recipe trains 2 epochs on its larger, augmented mix to stay within 30 CPU minutes
     assert cfg.model.max_length == 256 and cfg.train.epochs == (3 if name == "sentinel.yaml" else 2)
     assert len(cfg.data.sources) >= 14
 

@@ -381,7 +381,7 @@ def test_spans_header_joins_and_escapes():
     from inference.result import Span
 
     spans = [Span(0, 4, "1950", 0.9), Span(5, 20, "a;b\nc é", 0.9)]
-    assert spans_header(spans) == "1950; a,b c \\xe9"
+    assert spans_header(spans) == "1950; a%3Bb c %C3%A9"
     assert len(spans_header([Span(0, 1, "x" * 5000, 0.9)])) == 1024
 
 

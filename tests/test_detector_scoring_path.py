@@ -188,9 +188,9 @@ def test_the_runtime_computes_only_the_grounding_signals_its_combiner_reads(run_
         score_answers(None, [], None, None, 1, "needed", "typed")
 
 
-def test_eval_scores_the_onnx_file_the_runtime_runs_by_default(run_dir, tmp_path):
-    """An export with int8: eval.detector's default scores model_quantized.onnx, as HaluGate's default does, and
-    says so; --precision fp32 scores model.onnx."""
+def test_eval_scores_the_onnx_file_the_runtime_runs_by_default(run_dir, tmp_path, auto_prefers_int8):
+    """An export with int8 (faster, on injected timings): eval.detector's default scores model_quantized.onnx, as
+    HaluGate's default does, and says so; --precision fp32 scores model.onnx."""
     from eval.detector import evaluate_model
     from inference.detect import HaluGate
 

@@ -1,5 +1,5 @@
 """eval.sentinel --data FILE.jsonl: label names and 0/1 are accepted; anything else is one line naming
-file:line and the field, exit 2 (issue 15, point 8)."""
+file:line and the field, exit 2."""
 
 from __future__ import annotations
 

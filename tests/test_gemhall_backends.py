@@ -277,7 +277,7 @@ def test_local_backend_rejects_base_url():
         make_backend("local", base_url="http://127.0.0.1:1")
 
 
-# -- one registry, one settings dataclass (issue 15) ---------------------------------------------------
+# -- one registry, one settings dataclass ------------------------------------------------------------
 
 class EchoBackend:
     """A backend module's class, as the registry builds it: (model, limits=..., <its options>)."""

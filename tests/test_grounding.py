@@ -130,7 +130,7 @@ def test_names_in_other_spellings_and_capitals_after_list_markers_are_no_unsuppo
     ('One said it was "the bomb!!" Another liked it.', "One said it was the bomb. A second liked it.", []),
     ("The American Pharmacists Association (APhA) voted.", "The American Pharmacists Association voted.", []),
     ("The American Pharmacists Association (AMA) voted.", "The American Pharmacists Association voted.", ["AMA"]),
-    # session 32: an acronym the context names, spelt out by the answer; one letter more on an acronym; plural
+    # an acronym the context names, spelt out by the answer; one letter more on an acronym; plural
     # demonyms and abbreviations; -ic adjectives. A name the context lacks in any form stays flagged.
     ("The Islamic State (ISIS) attacked the town.", "ISIS fighters attacked the town.", []),
     ("The Islamic State (ISIS) attacked the town.", "Militants attacked the town.", ["Islamic State (ISIS"]),
@@ -243,7 +243,7 @@ def test_combiner_modes_keep_the_copy_signals_to_their_own_mode():
     from training.detector import CalibrationConfig
     from training.detector_scoring import COMBINER_MODES
 
-    assert not set(COPY_FEATURES) & set(COMBINER_MODES["all"])  # the recipes' "all" is the session-20 set
+    assert not set(COPY_FEATURES) & set(COMBINER_MODES["all"])  # the recipes' "all" has no copy signals
     assert set(COPY_FEATURES) <= set(COMBINER_MODES["copy"]) and set(COMBINER_MODES["all"]) < set(COMBINER_MODES["copy"])
     CalibrationConfig(combiner=["off", "copy"]).validate()
     with pytest.raises(ValueError, match="calibration.combiner"):

@@ -1,4 +1,4 @@
-"""Dependencies run one way: inference <- training <- eval <- scripts (issue 15).
+"""Dependencies run one way: inference <- training <- eval <- scripts.
 
 Every import of every module in inference/, training/ and eval/ is read with `ast`, including the imports
 inside functions, and none may reach into a higher layer. The runtime (inference/) must also import without

@@ -1,4 +1,4 @@
-"""The runtime works outside a checkout: its default config ships inside the `inference` package (issue 15).
+"""The runtime works outside a checkout: its default config ships inside the `inference` package.
 
 configs/inference.yaml is the repository's documented copy; inference/defaults/inference.yaml is the same file
 shipped as package data. `HaluGate.from_config()` and `python -m inference.detect` use configs/inference.yaml

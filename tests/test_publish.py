@@ -163,6 +163,7 @@ def test_card_documents_onnx_when_present(run_dir, export_dir):
     assert "onnx" in _front_matter(card)["tags"]
     assert 'subfolder="onnx"' in card and "model_quantized.onnx" in card and "0.9844" in card
     assert "fallback" not in card
+    assert "times both once per CPU" in card and "Export checks ran on" not in card  # no hardware recorded
     report = json.loads((export_dir / "export_report.json").read_text())
     report["parity"]["int8"].update(label_agreement=0.9961, fallback_margin=0.7312, int8_alone_agreement=0.9883,
                                     fallback_rate=0.125)
@@ -171,6 +172,10 @@ def test_card_documents_onnx_when_present(run_dir, export_dir):
     assert "0.9961" in card and "less than 0.731 apart" in card and "(12.5% of these inputs)" in card
     assert "`model_quantized.onnx` alone agrees on 0.9883" in card
     assert "(int8, dynamic quantisation)" in card
+    report["hardware"] = "Linux AMD EPYC (x86-64 AVX2; avx2 fma), 2 physical / 2 visible cores"
+    (export_dir / "export_report.json").write_text(json.dumps(report))
+    card = render_card(run_dir, "acme/sentinel-minilm", onnx_dir=export_dir)
+    assert "Export checks ran on: Linux AMD EPYC (x86-64 AVX2; avx2 fma), 2 physical / 2 visible cores." in card
     # the card says which int8 file ships: products turned blockwise after a dynamic scheme, or blockwise alone
     report["int8_schemes_tried"] = [{"scheme": "all", "passed": False}, {"scheme": "ffn_fp32", "passed": True},
                                     {"scheme": "kept_blockwise", "products": 7, "passed": True}]

@@ -1,4 +1,4 @@
-"""Issue 14: the Sentinel's labelling rule, shortcut-breaking rewrites, leave-one-out folds, threshold calibration
+"""The Sentinel's labelling rule, shortcut-breaking rewrites, leave-one-out folds, threshold calibration
 (training -> export dir -> runtime), the config sections and the offline:mpnet base model."""
 
 from __future__ import annotations
@@ -673,7 +673,7 @@ def test_a_counterfactual_about_the_text_above_comes_after_the_passage():
 
 
 def test_the_counterfactual_beside_a_passage_is_opt_in():
-    # measured and not adopted (session 30): the default rewrites are the recipe's, in the order it draws them
+    # measured and not adopted (2026-12-06): the default rewrites are the recipe's, in the order it draws them
     default = augment.AugmentConfig().rewrites
     assert "neg_counterfactual_document" not in default
     assert default == [name for name in augment.REWRITES if name != "neg_counterfactual_document"]

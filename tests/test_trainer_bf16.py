@@ -8,12 +8,29 @@ from training.trainer import use_bf16
 def test_bf16_setting_auto_and_explicit(monkeypatch):
     from training import trainer
 
-    assert use_bf16(True, "cpu") and not use_bf16(False, "cuda")
-    assert use_bf16(None, "cuda")
-    monkeypatch.setattr(trainer, "cpu_has_bf16", lambda: False)
+    assert not use_bf16(False, "cuda") and use_bf16(None, "cuda") and use_bf16(True, "cuda")
+    monkeypatch.setattr(trainer, "cpu_has_bf16", lambda flags=None: False)
     assert not use_bf16(None, "cpu")  # emulated bf16 is slower than fp32: off
-    monkeypatch.setattr(trainer, "cpu_has_bf16", lambda: True)
-    assert use_bf16(None, "cpu")
+    monkeypatch.setattr(trainer, "cpu_has_bf16", lambda flags=None: True)
+    assert use_bf16(None, "cpu") and not use_bf16(False, "cpu")
+
+
+@pytest.mark.parametrize("flags, on, why", [
+    ({"avx2", "fma"}, False, "x86-64 AVX2) has no native bf16"),
+    ({"avx2", "avx512f", "avx512_vnni"}, False, "AVX-512 VNNI) has no native bf16"),
+    ({"avx2", "avx512f", "avx512_vnni", "avx512_bf16"}, True, "AVX-512 VNNI+BF16) has native bf16"),
+    ({"avx2", "avx512f", "amx_tile", "amx_int8", "amx_bf16"}, True, "(AMX) has native bf16"),
+])
+@pytest.mark.parametrize("setting", [None, True])
+def test_bf16_on_a_cpu_only_where_it_is_native(flags, on, why, setting):
+    """train.bf16 null (auto) or true: bf16 autocast on a CPU with avx512_bf16 / amx_bf16, fp32 elsewhere (torch
+    would emulate bf16 there, slower), and the reason names the CPU class; false is always fp32."""
+    from training.trainer import bf16_choice
+
+    chosen, reason = bf16_choice(setting, "cpu", flags=flags)
+    assert chosen is on and why in reason
+    assert ("CUDA and native-bf16 CPUs only" in reason) == (setting is True and not on)
+    assert bf16_choice(False, "cpu", flags=flags) == (False, "train.bf16: false")
 
 
 @pytest.mark.slow

@@ -162,7 +162,7 @@ class CalibrationConfig:
     # all: every one (training.detector_scoring.TASK_INDICATORS)
     task_indicators: str = "qualified"
     # a flagged span grows over neighbours with P >= this x the threshold (hysteresis); the thresholds are fitted
-    # with it and detector.json records it (docs/detector.md, "Span extension"); 1.0: none
+    # with it and detector.json records it (docs/detector.md, "Calibration"); 1.0: none
     span_extension: float = 0.5
     # global: a task type too small for its own threshold uses the global one; stricter: its own when higher
     # (training.detector_scoring.SMALL_TASKS)

@@ -205,8 +205,8 @@ def tasks_with_own_threshold(records: list[SpanRecord]) -> dict[str, list[int]]:
 # are (RAGTruth's Data2txt and Summary, with more hallucinations than QA), and at it a QA answer was flagged 23
 # times in 24 in one CV fold; a few responses may show that a task needs more evidence, while a lower threshold
 # fitted on two or three hallucinated answers swung widely (above). Measured on the offline and the demo recipes'
-# CV folds, where they disagreed: on in the offline recipe only (docs/detector.md, "A stricter threshold for a task
-# too small for its own", session 35).
+# CV folds, where they disagreed: on in the offline recipe only (docs/detector.md, "Calibration"; measured
+# on 2026-12-06).
 SMALL_TASKS = ("global", "stricter")
 
 
@@ -288,7 +288,7 @@ def bagged_pick(boot: np.ndarray) -> int:
 #   (Breiman's one-standard-error rule). Why: on a few dozen calibration responses the candidates with more
 #   parameters (a combiner, per-task thresholds, smoothing) may win by noise; on ~500 responses the standard
 #   error shrinks and a richer candidate is kept when its gain is real. Measured on the make-demo recipe's 5
-#   folds, not adopted (docs/detector.md, "Calibration rules on small calibration splits").
+#   folds, not adopted (docs/experiments.md, 2026-12-03).
 SELECTIONS = ("best", "one_se")
 BOOTSTRAP_SAMPLES = 200
 _COMPLEXITY = {"off": 0, "on": 1, "all": 2, "copy": 3}
@@ -360,7 +360,7 @@ def fit_calibration(records: list[SpanRecord], raw: list[Prediction], settings, 
         raise ValueError(f"calibration.threshold_choice: one of {', '.join(THRESHOLD_CHOICES)}, "
                          f"got {threshold_choice!r}")
     # The thresholds are the model's, chosen on its own spans: the exact check's spans (flag_ungrounded) are
-    # added at inference, not traded against a higher threshold (docs/detector.md, "Grounding signals, strict")
+    # added at inference, not traded against a higher threshold (docs/detector.md, "Grounding signals and the exact check")
     settings = replace(settings, flag_ungrounded=False)
     table, best_by_mode = [], {}
     # every candidate: (objective, complexity, calibration, its scored items (called for one_se only), table row)

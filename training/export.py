@@ -68,11 +68,14 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from inference.detector_stage import load_detector_json
+from inference.formats import INPUT_FORMATS, ModelFormat, write_format
 from inference.grounding import answer_type_ids, grounding_features
+from inference.hub import WEIGHT_PATTERNS, ModelRefError, resolve_model, split_ref
 from inference.labels import DETECTOR_LABELS, EXPLAINER_LABELS, SENTINEL_LABELS, id2label, label2id
 from inference.runners import FALLBACK_FILE, max_positions, near_ties, read_fallback
 from training.data.base import DataError, numbered_jsonl
 from training.data.records import record_class
+from training.hardware import hardware
 from training.models import BaseModelError, load_tokenizer, resolve_base_model
 from training.onnx_graph import (
     KEPT_BLOCKWISE,
@@ -169,19 +172,60 @@ def task_of(config) -> str:
                       "...ForTokenClassification; only classification checkpoints can be exported")
 
 
-def load_run_model(run_dir: Path):
-    """(model, tokenizer, task, merged_from_adapter) for RUN_DIR; merges adapter/ when the top has no weights."""
+def model_source(ref: str | Path) -> Path:
+    """--model as a directory: a local run dir / checkpoint / adapter dir as it is, a Hub id (`org/name[@rev]`)
+    downloaded into the Hugging Face cache (inference.hub); ExportInputError (exit 2) naming it otherwise."""
+    if split_ref(str(ref)) is None and not Path(ref).expanduser().exists():
+        raise ExportInputError(f"run directory {ref} does not exist")
+    try:
+        path = resolve_model(ref, patterns=WEIGHT_PATTERNS)
+    except ModelRefError as exc:
+        raise ExportInputError(str(exc)) from None
+    if not path.is_dir():
+        raise ExportInputError(f"run directory {ref} does not exist")
+    return path
+
+
+REMOTE_CODE_HINT = ("it would run Python code shipped with the checkpoint: pass --trust-remote-code to allow that "
+                    "(EuroBERT checkpoints need it), after reading the code")
+
+
+def remote_code_reason(model_dir: Path) -> str | None:
+    """Why loading MODEL_DIR needs the checkpoint's own code (config.json's auto_map, or a model_type transformers
+    does not know), or None."""
+    path = Path(model_dir) / "config.json"
+    if not path.is_file():
+        return None
+    config = json.loads(path.read_text(encoding="utf-8"))
+    if config.get("auto_map"):
+        return f"{path} maps the model to code in the checkpoint (auto_map: {sorted(config['auto_map'])})"
+    from transformers import CONFIG_MAPPING
+
+    model_type = config.get("model_type")
+    if model_type and model_type not in CONFIG_MAPPING:
+        return f"{path}: model_type {model_type!r} is not one transformers implements"
+    return None
+
+
+def load_run_model(run_dir: Path, trust_remote_code: bool = False):
+    """(model, tokenizer, task, merged_from_adapter) for RUN_DIR (a dir or a Hub id); merges a LoRA adapter (at the
+    top: a PEFT adapter dir, or in adapter/ when the top has no weights) into its base model first."""
     import torch
     from transformers import AutoConfig, AutoModelForSequenceClassification, AutoModelForTokenClassification
 
-    run_dir = Path(run_dir)
-    if not run_dir.is_dir():
-        raise ExportInputError(f"run directory {run_dir} does not exist")
+    run_dir = model_source(run_dir)
     classes = {"sequence": AutoModelForSequenceClassification, "token": AutoModelForTokenClassification}
-    if (run_dir / "config.json").is_file() and _has_safetensors(run_dir):
-        config = AutoConfig.from_pretrained(run_dir)
+    remote = remote_code_reason(run_dir)
+    if remote and not trust_remote_code:
+        raise ExportInputError(f"{run_dir}: {remote}; {REMOTE_CODE_HINT}")
+    trust = {"trust_remote_code": True} if trust_remote_code else {}
+    if (run_dir / "adapter_config.json").is_file():
+        model, tokenizer, task = _merge_adapter(run_dir, classes, adapter_dir=run_dir)
+        merged = True
+    elif (run_dir / "config.json").is_file() and _has_safetensors(run_dir):
+        config = AutoConfig.from_pretrained(run_dir, **trust)
         task = task_of(config)
-        model = classes[task].from_pretrained(run_dir, dtype=torch.float32, use_safetensors=True)
+        model = classes[task].from_pretrained(run_dir, dtype=torch.float32, use_safetensors=True, **trust)
         tokenizer = load_tokenizer(str(run_dir))
         merged = False
     elif (run_dir / "adapter" / "adapter_config.json").is_file():
@@ -197,19 +241,19 @@ def load_run_model(run_dir: Path):
     return model, tokenizer, task, merged
 
 
-def _merge_adapter(run_dir: Path, classes):
+def _merge_adapter(run_dir: Path, classes, adapter_dir: Path | None = None):
     import torch
     from peft import PeftModel
     from transformers import AutoConfig
     from transformers.utils import logging as hf_logging
 
-    adapter_dir = run_dir / "adapter"
+    adapter_dir = adapter_dir or run_dir / "adapter"
     acfg = json.loads((adapter_dir / "adapter_config.json").read_text())
     task = {"SEQ_CLS": "sequence", "TOKEN_CLS": "token"}.get(acfg.get("task_type"))
     if task is None:
         raise ExportError(f"{adapter_dir}/adapter_config.json: task_type {acfg.get('task_type')!r} is not "
                           "SEQ_CLS or TOKEN_CLS")
-    labels = _labels(run_dir)
+    labels = _labels(run_dir) or _adapter_labels(adapter_dir)
     if labels is None:
         raise ExportError(f"{run_dir}/label_map.json is needed to rebuild the classifier head for the adapter")
     base = resolve_base_model(acfg["base_model_name_or_path"])
@@ -226,6 +270,26 @@ def _merge_adapter(run_dir: Path, classes):
     model = PeftModel.from_pretrained(model, adapter_dir).merge_and_unload()
     tok_dir = adapter_dir if (adapter_dir / "tokenizer.json").is_file() else base
     return model, load_tokenizer(str(tok_dir)), task
+
+
+def _adapter_labels(adapter_dir: Path) -> list[str] | None:
+    """The labels of a published PEFT adapter without label_map.json: config.json's id2label when it ships one,
+    else LABEL_0.. as many as its saved classifier head has rows (name the positive one in the runtime config,
+    e.g. fact_check_model.fact_check_label: LABEL_1)."""
+    config = adapter_dir / "config.json"
+    if config.is_file():
+        id2label = json.loads(config.read_text()).get("id2label")
+        if isinstance(id2label, dict) and id2label:
+            return [id2label[k] for k in sorted(id2label, key=int)]
+    weights = adapter_dir / "adapter_model.safetensors"
+    if not weights.is_file():
+        return None
+    from safetensors import safe_open
+
+    with safe_open(str(weights), framework="np") as f:
+        rows = [f.get_slice(k).get_shape()[0] for k in f.keys()  # noqa: SIM118 - safe_open has no __iter__
+                if k.endswith(("classifier.weight", "score.weight")) and "lora_" not in k]
+    return [f"LABEL_{i}" for i in range(rows[0])] if rows else None
 
 
 def _labels(run_dir: Path) -> list[str] | None:
@@ -651,7 +715,7 @@ def _quantize(staging: Path, select: ParityInputs, task: str, floor: float, disj
     inputs, then the sensitivity search (only when `disjoint`: the selection inputs are not the check's); the
     last one tried stays in INT8_FILE (the parity check of the report then ships or refuses it). A named scheme
     that passes with matrix products in fp32 is then trimmed: the same search over those products only, so
-    that no more stay fp32 than keep the floor (the `make demo` Detector of session 33: 7 of ffn_fp32's 12), and
+    that no more stay fp32 than keep the floor (the `make demo` Detector on 2026-12-06: 7 of ffn_fp32's 12), and
     the products still in fp32 become blockwise int8 where that keeps the floor (_blockwise_kept)."""
     tried = []
     for scheme in applicable_schemes(staging / FP32_FILE):
@@ -680,7 +744,7 @@ def _blockwise_kept(staging: Path, select: ParityInputs, task: str, floor: float
     """The matrix products the shipped dynamic scheme keeps in fp32 turned into blockwise int8 (MatMulNBits,
     training.onnx_graph.blockwise_products), kept when the selection's agreement stays at the floor: one fixed
     step like a named scheme, not a search, so the plain floor applies (the check then gates the file). The
-    `make demo` Detector (session 40): its graph 12% faster at 512 context tokens, agreement 0.9918 / 0.9924 on
+    `make demo` Detector (2026-12-07): its graph 12% faster at 512 context tokens, agreement 0.9918 / 0.9924 on
     selection / check (0.9942 / 0.9927 before), through the runtime 4.2% of flagged characters unlike fp32's
     (3.5% before) and the same flag on 606 of 611 RAGTruth answers (the same)."""
     int8, candidate = staging / INT8_FILE, staging / "model.kept_blockwise.onnx"
@@ -702,8 +766,8 @@ RANK_INPUTS = 64  # selection inputs the sensitivity ranking reads (the stopping
 def search_target(floor: float, n_compared: int) -> float:
     """The agreement a search must reach on its selection inputs: the floor plus two standard errors of an
     agreement measured on `n_compared` labels. A search stops at the first k that passes, so its own pass is
-    optimistic (session 25's mpnet Explainer: 0.996 on the selection, 0.9805 on the check; the `make demo`
-    Detector of session 33: 3 products at 0.9902 on its 44 selection inputs, 0.9893 on the check)."""
+    optimistic (the mpnet Explainer of 2026-12-05: 0.996 on the selection, 0.9805 on the check; the `make demo`
+    Detector on 2026-12-06: 3 products at 0.9902 on its 44 selection inputs, 0.9893 on the check)."""
     p = min(max(floor, 0.0), 1.0)
     return floor + 2.0 * float(np.sqrt(p * (1.0 - p) / max(n_compared, 1)))
 
@@ -801,10 +865,15 @@ def _try_fallback(staging: Path, select: ParityInputs, inputs: ParityInputs, tas
 def export(run_dir: str | Path, out: str | Path, *, quantize: str | None = None, opset: int | None = None,
            agreement_floor: float = 0.99, atol: float = 1e-4, samples: int = 256, max_length: int | None = None,
            overwrite: bool = False, exporter: str = "optimum", require_int8: bool = False,
-           optimize: bool = True, fallback_quantile: float = FALLBACK_QUANTILE) -> dict:
+           optimize: bool = True, fallback_quantile: float = FALLBACK_QUANTILE, input_format: str | None = None,
+           trust_remote_code: bool = False) -> dict:
     """Export RUN_DIR to OUT (see the module docstring); returns the report. Raises ExportError when fp32 fails,
-    and Int8RefusedError (after writing the fp32 export) when int8 fails and `require_int8` is set."""
-    run_dir, out = Path(run_dir), Path(out)
+    and Int8RefusedError (after writing the fp32 export) when int8 fails and `require_int8` is set.
+    `input_format` (a Detector's: halugate | lettucedetect) is declared in OUT/halugate_format.json
+    (inference.formats); RUN_DIR may also be a Hub id (inference.hub)."""
+    if input_format not in (None, *INPUT_FORMATS["detector"]):
+        raise ExportInputError(f"--input-format {input_format!r}: one of {', '.join(INPUT_FORMATS['detector'])}")
+    run_dir, out = model_source(run_dir), Path(out)
     if out.exists() and any(out.iterdir()):
         if not overwrite:
             raise ExportInputError(f"{out} already exists and is not empty; pass --overwrite to replace it")
@@ -815,7 +884,10 @@ def export(run_dir: str | Path, out: str | Path, *, quantize: str | None = None,
     if quantize not in (None, "int8"):
         raise ExportInputError(f"--quantize {quantize!r}: only int8 is supported")
     started = time.time()
-    model, tokenizer, task, merged = load_run_model(run_dir)
+    model, tokenizer, task, merged = load_run_model(run_dir, trust_remote_code)
+    if input_format and task != "token":
+        raise ExportInputError(f"--input-format {input_format}: declares a Detector's format, but {run_dir} is a "
+                               "sequence classifier (leave --input-format out for a Sentinel or an Explainer)")
 
     staging = out.with_name(out.name + ".partial")
     failed = out.with_name(out.name + ".failed")
@@ -831,6 +903,8 @@ def export(run_dir: str | Path, out: str | Path, *, quantize: str | None = None,
         labels = [model.config.id2label[i] for i in range(model.config.num_labels)]
         (staging / "label_map.json").write_text(json.dumps({"labels": labels, "id2label": dict(enumerate(labels))},
                                                            indent=2))
+    if input_format:
+        declare_format(staging, input_format, [model.config.id2label[i] for i in range(model.config.num_labels)])
     inputs = ParityInputs.build(run_dir, model, tokenizer, samples, max_length)
     fusion = _fuse(staging, model.config, inputs, task, atol) if optimize else {"applied": False,
                                                                              "reason": "--no-optimize"}
@@ -850,6 +924,7 @@ def export(run_dir: str | Path, out: str | Path, *, quantize: str | None = None,
         "model_type": model.config.model_type,
         "architecture": (model.config.architectures or [type(model).__name__])[0],
         "merged_from_adapter": merged,
+        "input_format": input_format or "halugate",  # declared in halugate_format.json when given (inference.formats)
         "exporter": exporter,
         "opset": onnx_opset(staging / FP32_FILE),
         "files": {"fp32": FP32_FILE, **({"int8": INT8_FILE} if quantize else {})},
@@ -878,6 +953,7 @@ def export(run_dir: str | Path, out: str | Path, *, quantize: str | None = None,
         check_optimum_load(staging, task)
         report["optimum_loads"] = True
     report["versions"] = _versions()
+    report["hardware"] = hardware()  # the CPU the parity checks (and export_seconds) ran on
     report["export_seconds"] = round(time.time() - started, 1)
     report["status"] = ("int8_refused" if refused else "ok") if report["passed"] else "failed"
     (staging / REPORT_FILE).write_text(json.dumps(report, indent=2) + "\n")
@@ -898,6 +974,22 @@ def export(run_dir: str | Path, out: str | Path, *, quantize: str | None = None,
         raise Int8RefusedError(f"int8 refused: {report['refused']['int8']['reason']}; the fp32 export and its "
                                f"report were written to {out}, the rejected int8 file is in {failed}")
     return report
+
+
+def declare_format(staging: Path, input_format: str, model_labels: list[str]) -> None:
+    """Write halugate_format.json. A LettuceDetect checkpoint names its labels LABEL_0 / LABEL_1 (1: hallucinated,
+    as lettucedetect reads it): the export's label map then says SUPPORTED / HALLUCINATED, and the format file keeps
+    the checkpoint's own names."""
+    source_labels = None
+    labels = [str(x) for x in json.loads((staging / "label_map.json").read_text()).get("labels", model_labels)]
+    if input_format == "lettucedetect" and DETECTOR_LABELS[1].lower() not in [x.lower() for x in labels]:
+        if len(labels) != 2:
+            raise ExportInputError(f"--input-format lettucedetect: a two-label token classifier is expected, this "
+                                   f"one has labels {labels}")
+        source_labels = labels
+        (staging / "label_map.json").write_text(json.dumps(
+            {"labels": DETECTOR_LABELS, "id2label": id2label(DETECTOR_LABELS)}, indent=2))
+    write_format(staging, ModelFormat(task="detector", input_format=input_format, source_labels=source_labels))
 
 
 def _summary(report: dict) -> str:
@@ -922,7 +1014,9 @@ def main(argv=None) -> int:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="example:\n  python -m training.export --model runs/detector-offline --out runs/detector-offline-onnx "
                "--quantize int8\n\nexit codes: 0 exported and parity holds, 2 bad input, 1 parity failed")
-    p.add_argument("--model", required=True, help="run directory (merged model or adapter/ + label_map.json)")
+    p.add_argument("--model", required=True,
+                   help="run directory (merged model or adapter/ + label_map.json), checkpoint or PEFT adapter "
+                        "directory, or Hub id org/name[@revision]")
     p.add_argument("--out", required=True, help="export directory to create")
     p.add_argument("--quantize", choices=["int8"], help="also write an int8 dynamic-quantised model")
     p.add_argument("--require-int8", action="store_true",
@@ -943,6 +1037,11 @@ def main(argv=None) -> int:
                    help="int8 that misses its floor is tried with an fp32 fallback for inputs whose two top int8 "
                         "logits are closer than this quantile of int8's changes to the gap on the selection "
                         "records (default 0.99; 1.0: the largest change)")
+    p.add_argument("--input-format", choices=list(INPUT_FORMATS["detector"]),
+                   help="declare how the runtime feeds this Detector (halugate_format.json): halugate (ours, the "
+                        "default) or lettucedetect (LettuceDetect checkpoints: its prompts and passage chunks)")
+    p.add_argument("--trust-remote-code", action="store_true",
+                   help="allow a checkpoint that needs its own Python code (EuroBERT); refused without it")
     p.add_argument("--verify-only", action="store_true",
                    help="re-run the parity check of an existing --out against --model; rewrites nothing")
     args = p.parse_args(argv)
@@ -967,7 +1066,8 @@ def main(argv=None) -> int:
                         agreement_floor=args.agreement_floor, atol=args.atol, samples=args.samples,
                         max_length=args.max_length, overwrite=args.overwrite, exporter=args.exporter,
                         require_int8=args.require_int8, optimize=not args.no_optimize,
-                        fallback_quantile=args.fallback_quantile)
+                        fallback_quantile=args.fallback_quantile, input_format=args.input_format,
+                        trust_remote_code=args.trust_remote_code)
     except (ExportError, BaseModelError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2 if isinstance(exc, ExportInputError) else 1

@@ -1,5 +1,8 @@
 """What a run was measured on, for result files, reports and model cards: one description for every command.
 
+The CPU part (model, speed class such as "AVX-512 VNNI" or "x86-64 AVX2", the features that decide speed, cores)
+is inference.hardware's, the one implementation; this adds the torch build and the GPU a training run used.
+
 Torch-free: it never imports torch, it only describes the torch a run has already imported (training and the
 local LLM backend do; the remote LLM backends do not), so the eval harnesses can call it without the `train`
 extra.
@@ -7,26 +10,16 @@ extra.
 
 from __future__ import annotations
 
-import os
 import platform
 import sys
-from pathlib import Path
 
-
-def cpu_name() -> str:
-    """The CPU model name from /proc/cpuinfo (Linux), else what `platform` knows."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+from inference.hardware import cpu_info, cpu_name  # noqa: F401 - cpu_name re-exported for the callers here
 
 
 def hardware() -> str:
-    """One line: the CUDA device if torch uses one, the CPU and its visible cores, the torch version if loaded."""
-    line = f"{platform.system()} {cpu_name()}, {os.cpu_count()} CPU cores visible"
+    """One line: the CUDA device if torch uses one, the CPU (its speed class, the features that decide speed and
+    its cores, from inference.hardware), the torch version if loaded."""
+    line = f"{platform.system()} {cpu_info().describe()}"
     torch = sys.modules.get("torch")
     if torch is None:
         return line

@@ -322,6 +322,12 @@ def _export_section(inputs: CardInputs) -> str:
     if not rows:
         return text.rstrip(":\n") + "."
     text += _table(["precision", "file", "max abs logit diff", "label agreement", "size (MB)"], rows)
+    if "int8" in r.get("files", {}):
+        # which file is faster depends on the CPU (inference.precision): say it, and where the checks ran
+        text += ("\n\nWhich file is faster depends on the CPU: dynamic int8 gains on CPUs with AVX-512 VNNI or "
+                 "AMX and can be slower than fp32 on AVX2-only CPUs. halugate's runner (`precision: auto`) times "
+                 "both once per CPU and runs the faster; `precision=\"fp32\"` or `\"int8\"` forces one."
+                 + (f" Export checks ran on: {r['hardware']}." if r.get("hardware") else ""))
     int8 = (r.get("parity") or {}).get("int8") or {}
     if int8.get("fallback_margin") is not None:
         # Hub users who load model_quantized.onnx with optimum get int8 alone: say what they get and what not.
@@ -350,7 +356,7 @@ def _usage_section(inputs: CardInputs, repo_id: str) -> str:
         halugate = _code("python", "from huggingface_hub import snapshot_download",
                          "from inference.runners import load_runner", "",
                          f'path = snapshot_download("{repo_id}")',
-                         f'runner = load_runner({where}, task="{task}")  # precision="int8": model_quantized.onnx',
+                         f'runner = load_runner({where}, task="{task}")  # the faster of fp32 / int8 on this CPU',
                          call)
     else:
         halugate = (_code("bash", f"huggingface-cli download {repo_id} --local-dir model/",

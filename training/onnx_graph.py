@@ -143,7 +143,7 @@ def blockwise_products(src: Path, dst: Path, nodes: Sequence[str]) -> None:
     """The fp32 MatMul nodes named in `nodes` of `src` (an int8 graph whose other products are dynamic int8) to
     MatMulNBits, written to `dst`. The products a dynamic scheme had to keep in fp32 are those whose activations
     have outliers that one scale per tensor loses; a scale per row and block of 128 inputs keeps them, at a cost
-    half-way between fp32 and dynamic int8 on the `make demo` Detector (docs/export.md, session 40)."""
+    half-way between fp32 and dynamic int8 on the `make demo` Detector (docs/export.md, 2026-12-07)."""
     import onnx
 
     model = onnx.load(str(src))

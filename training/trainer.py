@@ -60,21 +60,44 @@ def check_device(device: str) -> str:
     return device
 
 
-def cpu_has_bf16() -> bool:
-    """Native bf16 on this CPU (AVX512-BF16 or AMX): autocast then trains ~1.5x faster than fp32 (measured on
-    MiniLM pairs); on other CPUs bf16 is emulated and slower, so it stays off."""
-    try:
-        flags = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return False
-    return "avx512_bf16" in flags or "amx_bf16" in flags
+def cpu_has_bf16(flags=None) -> bool:
+    """Native bf16 on this CPU (AVX512-BF16 or AMX-BF16; `flags`: /proc/cpuinfo flags, default this machine's,
+    from inference.hardware): autocast then trains ~1.5x faster than fp32 (measured on MiniLM pairs); on other
+    CPUs torch emulates bf16, slower than fp32 (an AVX2-only AMD EPYC took ~27 minutes for the offline
+    Sentinel recipe, against 8.8 with AVX512-BF16)."""
+    from inference.hardware import cpu_info, native_bf16
+
+    return native_bf16(cpu_info().flags if flags is None else flags)
 
 
-def use_bf16(setting: bool | None, device: str) -> bool:
-    """train.bf16: true / false, or null (auto): on for CUDA, and for CPUs with native bf16."""
-    if setting is not None:
-        return bool(setting)
-    return device == "cuda" or (device == "cpu" and cpu_has_bf16())
+def bf16_choice(setting: bool | None, device: str, flags=None) -> tuple[bool, str]:
+    """(bf16 autocast on?, why) for train.bf16 = true / false / null (auto) on `device`. On a CPU bf16 runs
+    only where it is native: `true` in a recipe means "where it pays" (CUDA, or a CPU with native bf16), so
+    on a CPU without it training stays fp32 and says so."""
+    if setting is False:
+        return False, "train.bf16: false"
+    if device == "cuda":
+        return True, f"CUDA (train.bf16: {'true' if setting else 'auto'})"
+    if device != "cpu":
+        return bool(setting), f"train.bf16: {setting} on {device}"
+    if flags is None:
+        native = cpu_has_bf16()
+        from inference.hardware import cpu_info
+
+        label = cpu_info().cpu_class
+    else:
+        from inference.hardware import cpu_class
+
+        native, label = cpu_has_bf16(flags), cpu_class(flags)
+    if native:
+        return True, f"this CPU ({label}) has native bf16 (avx512_bf16 or amx_bf16)"
+    return False, (f"this CPU ({label}) has no native bf16 (no avx512_bf16 / amx_bf16): torch would emulate it, "
+                   f"slower than fp32{' (train.bf16: true applies to CUDA and native-bf16 CPUs only)' if setting else ''}")
+
+
+def use_bf16(setting: bool | None, device: str, flags=None) -> bool:
+    """train.bf16: false, or true / null (auto): on for CUDA and for CPUs with native bf16, else fp32."""
+    return bf16_choice(setting, device, flags)[0]
 
 
 def class_weights(labels: list[int], num_labels: int) -> list[float]:
@@ -322,7 +345,8 @@ def train(model, tokenizer, train_ds, dev_ds, cfg, out: Path, compute_metrics, d
     t = cfg.train
     device = check_device(t.device)
     set_seed(cfg.run.seed)
-    log.info("device %s, bf16 autocast %s", device, "on" if use_bf16(t.bf16, device) else "off")
+    bf16, why = bf16_choice(t.bf16, device)
+    log.info("device %s, training precision %s: %s", device, "bf16 autocast" if bf16 else "fp32", why)
     ckpt_dir = out / "checkpoints"
     per_epoch = t.eval_every == "epoch"
     kwargs = dict(  # noqa: C408 - keyword form reads like TrainingArguments(...)
@@ -348,7 +372,7 @@ def train(model, tokenizer, train_ds, dev_ds, cfg, out: Path, compute_metrics, d
         seed=cfg.run.seed,
         data_seed=cfg.run.seed,
         use_cpu=device == "cpu",
-        bf16=use_bf16(t.bf16, device),
+        bf16=bf16,
         dataloader_num_workers=t.dataloader_workers,
         report_to=[],
         disable_tqdm=not sys.stderr.isatty() and os.environ.get("HALUGATE_PROGRESS", "1") == "0",

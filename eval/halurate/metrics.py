@@ -18,11 +18,10 @@ import re
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 
+from inference.aggregate import Tally, wilson_interval
+from inference.aggregate import rate as _rate
+
 from .runner import VERDICTS
-
-
-def _rate(num: int, den: int) -> float | None:
-    return round(num / den, 4) if den else None
 
 
 def _norm(text: str) -> str:
@@ -37,12 +36,7 @@ def reference_match(answer: str | None, reference: str | None) -> bool | None:
 
 
 def _group(entries: Sequence[dict]) -> dict:
-    v = Counter(e["verdict"] for e in entries)
-    checked = v["hallucinated"] + v["clean"]
-    spans = sum(len(e["detection"]["spans"]) for e in entries if e["verdict"] in ("hallucinated", "clean"))
-    return {"n": len(entries), "checked": checked, "hallucinated": v["hallucinated"], "skipped": v["skipped"],
-            "unavailable": v["unavailable"], "hallucination_rate": _rate(v["hallucinated"], checked),
-            "spans_per_response": _rate(spans, checked)}
+    return Tally.of((e["verdict"], len((e.get("detection") or {}).get("spans") or [])) for e in entries).summary()
 
 
 def compute_metrics(entries: Sequence[dict]) -> dict:
@@ -72,6 +66,7 @@ def compute_metrics(entries: Sequence[dict]) -> dict:
         "scored": scored,
         "hallucinated": hallucinated,
         "hallucination_rate": _rate(hallucinated, checked),
+        "hallucination_rate_ci95": wilson_interval(hallucinated, checked),  # Wilson score interval
         "hallucination_rate_scored": _rate(hallucinated, scored),
         "unavailable": verdicts["unavailable"],
         "unavailable_rate": _rate(verdicts["unavailable"], len(answered)),

@@ -7,6 +7,10 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
+from inference.aggregate import highlight
+
+__all__ = ["highlight", "render_report", "worst", "write_plots", "write_reports"]
+
 SEVERITY_NAMES = {1: "1 low", 2: "2 fabrication", 3: "3", 4: "4 contradiction"}
 
 
@@ -18,6 +22,10 @@ def _fmt(x, digits: int = 3) -> str:
 
 def _pct(x) -> str:
     return "n/a" if x is None else f"{100 * x:.1f}%"
+
+
+def _ci(ci) -> str:
+    return "" if not ci else f"; 95% CI {_pct(ci[0])} to {_pct(ci[1])}"
 
 
 # ---- plots ---------------------------------------------------------------------------------------------------
@@ -77,21 +85,6 @@ def write_plots(metrics: dict, out_dir: Path) -> dict[str, Path]:
 
 # ---- report --------------------------------------------------------------------------------------------------
 
-def highlight(answer: str, spans: Sequence[dict]) -> str:
-    """The answer as HTML-escaped text with each span in <mark> and its label and severity after it."""
-    out, pos = [], 0
-    for s in sorted(spans, key=lambda s: s["start"]):
-        if s["start"] < pos:
-            continue
-        out.append(html.escape(answer[pos:s["start"]]))
-        label = {"contradiction": "contradiction", "neutral": "fabrication"}.get(s.get("nli_label") or "",
-                                                                              s.get("nli_label") or "unexplained")
-        out.append(f"<mark>{html.escape(answer[s['start']:s['end']])}</mark><sup>[{label}, sev {s['severity']}]</sup>")
-        pos = s["end"]
-    out.append(html.escape(answer[pos:]))
-    return "".join(out).replace("\n", "<br>")
-
-
 def worst(entries: Sequence[dict], k: int) -> list[dict]:
     flagged = [e for e in entries if e["verdict"] == "hallucinated"]
     return sorted(flagged, key=lambda e: (-e["detection"]["max_severity"], -len(e["detection"]["spans"]),
@@ -127,7 +120,7 @@ def render_report(entries: Sequence[dict], metrics: dict, meta: dict, plots: dic
           f"| records | {m['n_records']} (answered {m['answered']}) |",
           f"| checked by the Detector | {m['checked']} |",
           (f"| **hallucination rate** (answers with any span / checked) | **{_pct(m['hallucination_rate'])}** "
-           f"({m['hallucinated']}/{m['checked']}) |"),
+           f"({m['hallucinated']}/{m['checked']}{_ci(m.get('hallucination_rate_ci95'))}) |"),
           (f"| hallucination rate, skipped answers counted as not flagged | {_pct(m['hallucination_rate_scored'])} "
            f"({m['hallucinated']}/{m['scored']}) |"),
           f"| spans per checked answer | {_fmt(m['spans_per_response'], 2)} |",

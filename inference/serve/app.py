@@ -5,6 +5,7 @@
     GET  /healthz               alive
     GET  /readyz                models loaded and a warm-up inference done (503 until then, or with the reason)
     GET  /metrics               Prometheus text
+    GET  /openapi.json          this service's OpenAPI 3.1 description (inference.serve.openapi)
     *    /v1/{path}             anything else under /v1 (e.g. /v1/models) is forwarded as it is
 
 The detection result travels as x-vsr-* headers (plus x-halugate-status, and x-halugate-blocked when the
@@ -29,8 +30,9 @@ from typing import Any
 
 import httpx
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from inference.actions import apply_actions
@@ -41,7 +43,9 @@ from inference.serve.batching import DetectTimeout, MicroBatcher, Overloaded, de
 from inference.serve.config import ServeSettings
 from inference.serve.errors import HTTPError, bad_request, worst
 from inference.serve.metrics import CONTENT_TYPE, Metrics
+from inference.serve.openapi import openapi_schema
 from inference.serve.proxy import ChatProxy
+from inference.serve.upstream import JSONResponse
 from inference.windowing import InputTooLongError
 
 log = logging.getLogger("halugate.serve")
@@ -61,6 +65,7 @@ class Service(ChatProxy):
         self.may_block = m.fail_mode == "closed" or any(
             (d.plugin() is not None and d.plugin().hallucination_action == "block") for d in gate.settings.decisions)
         self.metrics = Metrics()
+        self.metrics.observe_models(getattr(gate, "runners", None))  # CPU + precision decisions in /metrics
         self.batcher = MicroBatcher(lambda items: detect_each(gate, items),
                                     max_batch=cfg.max_batch if cfg.batching else 1,
                                     max_wait_ms=cfg.max_wait_ms if cfg.batching else 0.0,
@@ -124,15 +129,16 @@ class Service(ChatProxy):
             key = key.strip() if scheme.lower() == "bearer" else ""
         if not key or not any(hmac.compare_digest(key.encode(), t.encode()) for t in self.tokens):
             raise HTTPError(401, up.error_body("missing or invalid service token (Authorization: Bearer ... or "
-                                               "x-halugate-api-key)", "authentication_error", 401),
+                                               "x-halugate-api-key)", "authentication_error", 401,
+                                               "authorization"),
                             {"www-authenticate": "Bearer"})
         return consumed
 
     async def read_body(self, request: Request) -> bytes:
         limit = self.cfg.max_body_bytes
         declared = request.headers.get("content-length")
-        too_large = HTTPError(413, up.error_body(f"request body over {limit} bytes (serve.max_body_bytes)",
-                                                 "request_too_large", 413))
+        too_large = HTTPError(413, up.error_body(f"body: over {limit} bytes (serve.max_body_bytes)",
+                                                 "request_too_large", 413, "body"))
         if declared is not None:
             try:
                 if int(declared) > limit:
@@ -155,6 +161,8 @@ class Service(ChatProxy):
             return json.loads(raw)
         except ValueError as exc:
             raise bad_request(f"body: invalid JSON ({exc})") from None
+        except RecursionError:
+            raise bad_request("body: JSON nested deeper than the parser allows") from None
 
     def overloaded(self) -> HTTPError:
         self.metrics.rejected.inc()
@@ -294,6 +302,9 @@ class Service(ChatProxy):
         return StreamingResponse(body(), status_code=resp.status_code, headers=up.response_headers(resp.headers),
                                  media_type=resp.headers.get("content-type"))
 
+    async def openapi(self, request: Request) -> Response:
+        return JSONResponse(openapi_schema())
+
     async def healthz(self, request: Request) -> Response:
         return JSONResponse({"status": "alive"})
 
@@ -354,6 +365,7 @@ class Service(ChatProxy):
             Route("/healthz", e("healthz", self.healthz), methods=["GET"]),
             Route("/readyz", e("readyz", self.readyz), methods=["GET"]),
             Route("/metrics", e("metrics", self.metrics_text), methods=["GET"]),
+            Route("/openapi.json", e("openapi", self.openapi), methods=["GET"]),
             Route("/v1/{path:path}", e("forward", self.forward),
                   methods=["GET", "POST", "PUT", "PATCH", "DELETE"]),
         ]
@@ -371,6 +383,14 @@ def create_app(gate, cfg: ServeSettings | None = None, **kwargs) -> Starlette:
         finally:
             await service.stop()
 
-    app = Starlette(routes=service.routes(), lifespan=lifespan)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
+        # no route (404) or a method the route does not take (405): the same JSON error as every other answer
+        param = "method" if exc.status_code == 405 else "path"
+        return JSONResponse(up.error_body(f"{param}: {exc.detail} ({request.method} {request.url.path})",
+                                          "invalid_request_error", exc.status_code, param),
+                            status_code=exc.status_code, headers=exc.headers)
+
+    app = Starlette(routes=service.routes(), lifespan=lifespan,
+                    exception_handlers={StarletteHTTPException: http_error})
     app.state.service = service
     return app

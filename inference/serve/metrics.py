@@ -13,11 +13,16 @@
                                                       connect, protocol (truncated body, bad stream), invalid_json
     halugate_rejected_total                           503s because the detection queue was full
     halugate_queue_depth, halugate_in_flight          gauges
+    halugate_model_precision_info{stage, ...}         the ONNX file each stage runs and why (precision, file,
+                                                      source: measured / cached / forced / only-fp32, reason)
+    halugate_precision_timing_ms{stage, precision}    the `precision: auto` timings behind that choice (median
+                                                      ms per call on its timing input; inference.precision)
+    halugate_cpu_info{model, cpu_class, isa, ...}     the CPU the service runs on (inference.hardware)
 """
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
@@ -43,6 +48,28 @@ class Metrics:
         self.rejected = Counter("halugate_rejected_total", "503: detection queue full", registry=r)
         self.queue_depth = Gauge("halugate_queue_depth", "Inputs waiting for detection", registry=r)
         self.in_flight = Gauge("halugate_in_flight", "Requests being served", registry=r)
+        self.precision = Info("halugate_model_precision", "ONNX file each stage runs, and why", ["stage"],
+                              registry=r)
+        self.precision_ms = Gauge("halugate_precision_timing_ms", "precision: auto timings (median ms per call)",
+                                  ["stage", "precision"], registry=r)
+        self.cpu = Info("halugate_cpu", "CPU the service runs on", registry=r)
+
+    def observe_models(self, runners: dict) -> None:
+        """The CPU, and each loaded stage's precision decision (inference.precision) with its timings."""
+        from inference.hardware import cpu_info
+
+        cpu = cpu_info()
+        self.cpu.info({"model": cpu.model, "cpu_class": cpu.cpu_class, "isa": " ".join(cpu.isa),
+                       "physical_cores": str(cpu.physical_cores), "visible_cores": str(cpu.visible_cores)})
+        for stage, runner in (runners or {}).items():
+            decision = getattr(runner, "precision_decision", None)
+            if decision is None:
+                continue
+            self.precision.labels(stage).info({"precision": decision.precision, "file": decision.file,
+                                               "source": decision.source, "reason": decision.reason})
+            for name, ms in (("fp32", decision.fp32_ms), ("int8", decision.int8_ms)):
+                if ms is not None:
+                    self.precision_ms.labels(stage, name).set(ms)
 
     def observe_batch(self, size: int, results: list, seconds: float) -> None:
         self.batch_size.observe(size)

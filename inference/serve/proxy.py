@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import httpx
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import Response, StreamingResponse
 
 from inference.messages import DetectInput, InputError, from_messages
 from inference.result import Result
 from inference.serve import upstream as up
 from inference.serve.errors import bad_request
+from inference.serve.upstream import JSONResponse
 
 PLACEHOLDER = {"role": "assistant", "content": "(answer)"}
 

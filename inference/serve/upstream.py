@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
+import starlette.responses
 
 # Not forwarded in either direction: hop-by-hop, or rewritten by the proxy (length / encoding of a new body).
 HOP_BY_HOP = frozenset({
@@ -34,8 +35,19 @@ def request_headers(headers, *, drop_authorization: bool = False, api_key: str |
 
 
 def response_headers(headers) -> dict[str, str]:
-    """The upstream's response headers for the caller (this server sets its own type, date and server)."""
-    return {k: v for k, v in headers.items() if k.lower() not in HOP_BY_HOP | {"content-type", "date", "server"}}
+    """The upstream's response headers for the caller (this server sets its own type, date and server). From
+    httpx's raw bytes, decoded as ISO-8859-1 so that they go out byte for byte as they came (httpx decodes UTF-8
+    values to text that Starlette could not encode again); repeated names are joined with ", "."""
+    raw = getattr(headers, "raw", None)
+    items = ([(k.decode("latin-1"), v.decode("latin-1")) for k, v in raw] if raw is not None
+             else list(headers.items()))
+    out: dict[str, str] = {}
+    for k, v in items:
+        key = k.lower()
+        if key in HOP_BY_HOP | {"content-type", "date", "server"} or any(c in v for c in "\r\n\0"):
+            continue
+        out[key] = f"{out[key]}, {v}" if key in out else v
+    return out
 
 
 def error_body(message: str, kind: str, code: int | str | None = None, param: str | None = None) -> dict:
@@ -121,8 +133,24 @@ def parse_event(raw: bytes) -> Event:
     return Event(raw, data, payload)
 
 
+def json_bytes(payload: Any) -> bytes:
+    """UTF-8 JSON; text that is not valid Unicode (a lone surrogate, e.g. from an upstream's "\\ud800") goes out
+    escaped as it came in, instead of failing the response."""
+    try:
+        return json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(payload, ensure_ascii=True, separators=(",", ":")).encode("utf-8")
+
+
+class JSONResponse(starlette.responses.JSONResponse):
+    """Starlette's JSONResponse rendered by `json_bytes` (what an upstream sent never makes a response fail)."""
+
+    def render(self, content: Any) -> bytes:
+        return json_bytes(content)
+
+
 def sse(payload: Any) -> bytes:
-    return b"data: " + json.dumps(payload, ensure_ascii=False).encode() + b"\n\n"
+    return b"data: " + json_bytes(payload) + b"\n\n"
 
 
 DONE = b"data: [DONE]\n\n"

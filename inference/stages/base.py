@@ -29,6 +29,13 @@ class Stage:
     def run(self, gate, items: list) -> None:
         raise NotImplementedError
 
+    def check_labels(self, runner, settings) -> None:
+        """Raise RuntimeError naming the model when its labels are not what this stage reads (by name, any
+        case: `labels`); stages whose labels are found another way override it. `settings`: the
+        MitigationSettings."""
+        for name in self.labels:
+            label_index(runner.labels, name, self.name, runner.model_dir)
+
 
 def register(cls: type[Stage]) -> type[Stage]:
     if cls.name in _REGISTRY and _REGISTRY[cls.name] is not cls:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from inference import explain, grounding
 from inference.detector_stage import effective, scores_to_spans
+from inference.formats import detector_format
 from inference.labels import DETECTOR_LABELS
 from inference.result import Span
 from inference.stages.base import Stage, register
@@ -15,6 +16,18 @@ class DetectorStage(Stage):
     settings_key = "hallucination_model"
     task = "token"
     labels = tuple(DETECTOR_LABELS[1:])
+
+    def check_labels(self, runner, settings) -> None:
+        """HALLUCINATED by name; a two-label checkpoint in lettucedetect's format (LABEL_0 / LABEL_1) reads label 1
+        as hallucinated, as lettucedetect does."""
+        if any(str(x).lower() == DETECTOR_LABELS[1].lower() for x in runner.labels):
+            return
+        try:
+            fmt = detector_format(settings.hallucination_model, runner.model_dir)
+        except ValueError as exc:
+            raise RuntimeError(str(exc)) from None
+        if not (fmt.input_format == "lettucedetect" and len(runner.labels) == 2):
+            super().check_labels(runner, settings)
 
     def run(self, gate, items) -> None:
         items = [it for it in items if it.run_detector]

@@ -9,7 +9,7 @@ import numpy as np
 
 from inference import explain
 from inference.formatting import nli_pair
-from inference.labels import EXPLAINER_LABELS
+from inference.labels import EXPLAINER_LABELS, LabelMapError, NliLabelMap
 from inference.result import Evidence
 from inference.spans import tokenize_segment
 from inference.stages.base import Stage, register
@@ -21,6 +21,13 @@ class ExplainerStage(Stage):
     settings_key = "nli_model"
     task = "sequence"
     labels = tuple(EXPLAINER_LABELS)
+
+    def check_labels(self, runner, settings) -> None:
+        """entailment / neutral / contradiction by name in any order and case, or a two-way model."""
+        try:
+            NliLabelMap(runner.labels, f"explainer model {runner.model_dir}")
+        except LabelMapError as exc:
+            raise RuntimeError(str(exc)) from None
 
     def run(self, gate, items) -> None:
         items = [it for it in items if it.run_detector and it.result.spans]
@@ -44,6 +51,7 @@ class ExplainerStage(Stage):
                         s.explanation = explain.explanation(None, None, s.confidence, "", "no Explainer configured",
                                                             ungrounded=s.ungrounded)
             return
+        runner = CanonicalNli(runner)  # its probabilities in EXPLAINER_LABELS order, whatever the model's order
         nm = m.nli_model
         hyp_of: list[list[str]] = []
         candidates: dict[tuple[int, str], explain.PremiseSet] = {}  # (item, hypothesis) -> ranked premises
@@ -101,11 +109,12 @@ class ExplainerStage(Stage):
                 best = explain.pick_evidence(read, decisive, explain.span_words(it.data.answer, s.start, s.end),
                                              s.ungrounded or ())
                 ev = read[best]
-                s.evidence = Evidence(ev.text, ev.start, ev.end, ev.kind,
-                                      {lab: float(p[best][column[lab]]) for lab in EXPLAINER_LABELS})
+                s.evidence = Evidence(ev.text, ev.start, ev.end, ev.kind, runner.probabilities(p[best], column))
                 s.nli_label, s.nli_confidence, s.severity = label, conf, level
                 s.explanation = explain.explanation(label, conf, s.confidence, hyp, evidence=ev,
                                                     ungrounded=s.ungrounded, overrule=hm.keep_ungrounded)
+                if runner.nli.two_way:
+                    s.explanation += TWO_WAY_NOTE
                 kept.append(s)
             # True when, for some span, the Explainer read less than the whole context.
             it.result.context_truncated_for_nli = any(s.premise_coverage < 1.0 for s in it.result.spans)
@@ -137,6 +146,37 @@ class ExplainerStage(Stage):
         if second_pass:
             probs[second_pass] = runner.classify([pairs[i] for i in second_pass])
         return probs, settled
+
+
+TWO_WAY_NOTE = (" (two-way NLI model: entailment / not_entailment; not entailed is reported as neutral, never "
+                "as contradiction)")
+
+
+class CanonicalNli:
+    """An Explainer runner seen with its labels in EXPLAINER_LABELS order (inference.labels.NliLabelMap: found
+    by name in any order and case; a two-way model's not_entailment as neutral, contradiction 0). Everything
+    else is the runner's own."""
+
+    labels = tuple(EXPLAINER_LABELS)
+
+    def __init__(self, runner):
+        self.runner = runner
+        self.nli = NliLabelMap(runner.labels, f"explainer model {runner.model_dir}")
+
+    def classify(self, pairs):
+        if not pairs:
+            return np.zeros((0, len(EXPLAINER_LABELS)), dtype=np.float32)
+        return self.nli.canonical(self.runner.classify(pairs))
+
+    def probabilities(self, row, column: dict[str, int]) -> dict[str, float]:
+        """The evidence's probabilities by label: a two-way model's as it gives them (entailment,
+        not_entailment), so that the result shows what kind of model judged it."""
+        if self.nli.two_way:
+            return {"entailment": float(row[column["entailment"]]), "not_entailment": float(row[column["neutral"]])}
+        return {lab: float(row[column[lab]]) for lab in EXPLAINER_LABELS}
+
+    def __getattr__(self, name):
+        return getattr(self.runner, name)
 
 
 def _guarded(hm, span) -> bool:

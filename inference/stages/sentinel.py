@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from inference.calibration import sentinel_threshold
 from inference.formatting import sentinel_text
-from inference.labels import SENTINEL_LABELS
-from inference.stages.base import Stage, label_index, register
+from inference.labels import SENTINEL_LABELS, LabelMapError, sentinel_label
+from inference.stages.base import Stage, register
 
 
 @register
@@ -15,6 +15,14 @@ class SentinelStage(Stage):
     settings_key = "fact_check_model"
     task = "sequence"
     labels = tuple(SENTINEL_LABELS[1:])
+
+    def check_labels(self, runner, settings) -> None:
+        """The fact-check label by name (FACT_CHECK_NEEDED, fact_check, ...) or as the config names it
+        (fact_check_model.fact_check_label, e.g. LABEL_1)."""
+        try:
+            sentinel_label(runner.labels, settings.fact_check_model.fact_check_label, f"sentinel model {runner.model_dir}")
+        except LabelMapError as exc:
+            raise RuntimeError(str(exc)) from None
 
     def run(self, gate, items) -> None:
         m = gate.settings.hallucination_mitigation
@@ -34,7 +42,7 @@ class SentinelStage(Stage):
             return
         try:
             probs = runner.classify([sentinel_text(it.data.question) for it in asked])
-            needed = label_index(runner.labels, SENTINEL_LABELS[1], "sentinel", runner.model_dir)
+            needed = sentinel_label(runner.labels, m.fact_check_model.fact_check_label, runner.model_dir)
             # the config's threshold, else the model's calibrated one (sentinel.json), else 0.6
             threshold = sentinel_threshold(m.fact_check_model.threshold, getattr(runner, "model_dir", None))
         except Exception as exc:  # noqa: BLE001 - a failing model is reported, never read as "not needed"

@@ -10,7 +10,7 @@ SWEEP_MODEL names the base model directory; SWEEP_ARMS (comma-separated names) p
 for two steps on two folds (the CPU check). Arms are choices to measure, never defaults: a winner goes into
 configs/ only after a CPU rerun of its CV.
 
-Ran in session 22 (H200; docs/detector.md "A recipe sweep on a GPU"): with SWEEP_BUDGET=480 all 35 folds of the
+Ran on 2026-12-04 (H200; docs/experiments.md, "recipe sweep on an H200"): with SWEEP_BUDGET=480 all 35 folds of the
 first seven arms trained in 368 s, but the aggregation then had 75 s and timed out at one thread per process, so
 only the fold calibration came back; hence the larger reserve and the threads below. The seed arms ran in a
 second call (SWEEP_ARMS, 20 folds in 270 s).

@@ -2,7 +2,7 @@
 #   set -o pipefail; SWEEP_BUDGET=480 bash scripts/device/run_detector_sweep.sh 2>&1 | tee $OUT/run.log
 # Installs the carried wheels, unpacks the fp16 MiniLM, checks the imports on the GPU, then runs
 # scripts/device/detector_sweep.py (results: $OUT/summary.json and $OUT/sweep.tgz). Prepared and smoke-tested on
-# the CPU in session 21; ran once on an H200 in session 22 (docs/detector.md "A recipe sweep on a GPU").
+# the CPU; ran once on an H200 on 2026-12-04 (docs/experiments.md, "recipe sweep on an H200").
 set -u
 T0=$(date +%s)
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .gpu/whl/*.whl || exit 3

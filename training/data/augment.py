@@ -320,7 +320,7 @@ def neg_counterfactual_document(text, rng, ctx):
     """A counterfactual beside a pasted passage, in pos_document's layouts: the positive's own counterfactual
     (neg_counterfactual) or one about the passage itself. NEG by the rule (hypotheticals and counterfactuals).
     Without it a "what if" question after a passage read as a question about the passage: of WizardLM's
-    counterfactual prompts placed after a news article, the session-26 model kept 1 of 8 (docs/sentinel.md)."""
+    counterfactual prompts placed after a news article, the 2026-12-05 model kept 1 of 8 (docs/experiments.md)."""
     if prompt_style(text) == "document" or not ctx.documents:
         return None
     own = neg_counterfactual(text, rng, ctx) if rng.random() < 0.5 else None
@@ -390,7 +390,7 @@ REWRITES: dict[str, tuple[int, Callable]] = {
 }
 # What `data.augment.rewrites` applies unless a config lists its own. neg_counterfactual_document is opt-in: with
 # it, WizardLM's counterfactuals after a news article went 1/8 -> 6/8, but the leave-one-family-out mean fell
-# (exam knowledge 0.740 -> 0.655), so the recipe does not use it (session 30, docs/sentinel.md).
+# (exam knowledge 0.740 -> 0.655), so the recipe does not use it (2026-12-06, docs/experiments.md).
 DEFAULT_REWRITES = tuple(name for name in REWRITES if name != "neg_counterfactual_document")
 
 

@@ -476,7 +476,7 @@ EVAL_SETS = {
 # The sets of the issue's evaluation protocol: failing to load one of them stops training (no silent leak).
 CORE_EVAL_SETS = ["mnli_dev_matched", "mnli_dev_mismatched", "snli_test", "anli_r1_dev", "anli_r2_dev",
                   "anli_r3_dev"]
-# Evaluation sets a recipe may train on instead (issue 12: no MNLI train split exists locally). Such a set leaves
+# Evaluation sets a recipe may train on instead (no MNLI train split exists locally). Such a set leaves
 # the evaluation index only while it is an active training source, and eval.explainer then skips it for that
 # run (the README reports MNLI dev-matched only).
 TRAINABLE_EVAL_SETS = ["mnli_dev_mismatched"]

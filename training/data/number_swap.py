@@ -1,5 +1,5 @@
 """Number-swap NLI: minimal pairs that teach the Explainer that a changed number, year or month contradicts the
-context (issue 12). Both offline Explainers read "The Eiffel Tower was built in 1950." against "It was built
+context. Both offline Explainers read "The Eiffel Tower was built in 1950." against "It was built
 from 1887 to 1889." as neutral: none of their sources pairs a sentence with the same sentence carrying another
 number.
 
