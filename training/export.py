@@ -55,6 +55,7 @@ it and the share of inputs that went to fp32.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import random
@@ -86,6 +87,7 @@ from training.onnx_graph import (
     quantize_int8,
     weighted_nodes,
 )
+from training.onnx_modernbert import modernbert_export_attention
 
 log = logging.getLogger("halugate.export")
 
@@ -527,7 +529,10 @@ def export_fp32(model, task: str, out: Path, opset: int | None, exporter: str = 
 
     import torch
 
-    with warnings.catch_warnings():
+    # ModernBERT: banded local attention and ONNX Runtime MultiHeadAttention in the graph (training.onnx_modernbert)
+    attention = (modernbert_export_attention(model) if model.config.model_type == "modernbert"
+                 else contextlib.nullcontext())
+    with warnings.catch_warnings(), attention:
         # Tracing warns that mask constants are baked in; the parity check on real inputs is the real guard.
         warnings.simplefilter("ignore", torch.jit.TracerWarning)
         if exporter == "optimum":
