@@ -16,7 +16,7 @@ group column. Models: --config (default configs/inference.yaml, the `make demo` 
    --ray-workers actors (a local Ray instance started before the clock; the actors' model loads are timed), both
    timed as in 3; identical results and rows/s side by side. Target: Ray >= 0.7 x local.
 
-    flock /tmp/halugate-cpu.lock .venv/bin/python scripts/bench_batch.py --small 2000 --large 20000 \
+    python scripts/bench_batch.py --small 2000 --large 20000 \
         --compare 1000 --ray 1000
 """
 

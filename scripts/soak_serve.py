@@ -14,7 +14,7 @@ one upstream connection open (see `snapshot`). Printed: requests sent, answered 
 answered: transport errors, timeouts), incomplete streams, RSS growth (%), fds / tasks / threads before and
 after and the series per quarter, and a verdict (exit status 1 on FAIL). Loopback only; it stops by itself.
 
-    flock /tmp/halugate-cpu.lock .venv/bin/python scripts/soak_serve.py --requests 20000 --concurrency 16
+    python scripts/soak_serve.py --requests 20000 --concurrency 16
 
 Models: --models DIR with {sentinel,detector,explainer} export dirs; default tiny random-weight BERTs (2 layers,
 hidden 32, MiniLM tokenizer) in runs/bench-serve/models, as scripts/bench_serve.py builds them (built when

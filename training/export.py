@@ -87,7 +87,7 @@ from training.onnx_graph import (
     quantize_int8,
     weighted_nodes,
 )
-from training.onnx_modernbert import modernbert_export_attention
+from training.onnx_modernbert import MODERNBERT_ATTENTION, modernbert_export_attention
 
 log = logging.getLogger("halugate.export")
 
@@ -523,8 +523,9 @@ def check_file(path: Path, reference, batches, task: str, *, atol: float | None 
 
 # ---- export steps --------------------------------------------------------------------------------------------
 
-def export_fp32(model, task: str, out: Path, opset: int | None, exporter: str = "optimum") -> None:
-    """Write out/model.onnx + out/config.json with optimum (default) or torch.onnx directly (fallback)."""
+def export_fp32(model, task: str, out: Path, opset: int | None, exporter: str = "optimum") -> str | None:
+    """Write out/model.onnx + out/config.json with optimum (default) or torch.onnx directly (fallback); returns
+    the export-time attention used instead of transformers' own, if any (for the export report)."""
     import warnings
 
     import torch
@@ -532,7 +533,7 @@ def export_fp32(model, task: str, out: Path, opset: int | None, exporter: str = 
     # ModernBERT: banded local attention and ONNX Runtime MultiHeadAttention in the graph (training.onnx_modernbert)
     attention = (modernbert_export_attention(model) if model.config.model_type == "modernbert"
                  else contextlib.nullcontext())
-    with warnings.catch_warnings(), attention:
+    with warnings.catch_warnings(), attention as custom_attention:
         # Tracing warns that mask constants are baked in; the parity check on real inputs is the real guard.
         warnings.simplefilter("ignore", torch.jit.TracerWarning)
         if exporter == "optimum":
@@ -544,6 +545,7 @@ def export_fp32(model, task: str, out: Path, opset: int | None, exporter: str = 
             model.config.save_pretrained(out)
     if not (out / FP32_FILE).is_file():
         raise ExportError(f"the exporter did not write {out / FP32_FILE}")
+    return MODERNBERT_ATTENTION if custom_attention else None
 
 
 def _torch_onnx_export(model, path: Path, opset: int | None) -> None:
@@ -899,7 +901,7 @@ def export(run_dir: str | Path, out: str | Path, *, quantize: str | None = None,
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
     log.info("exporting %s (%s, %s classification) with %s", run_dir, model.config.model_type, task, exporter)
-    export_fp32(model, task, staging, opset, exporter)
+    custom_attention = export_fp32(model, task, staging, opset, exporter)
     save_tokenizer(tokenizer, staging)
     for name in COPIED_FILES:
         if (run_dir / name).is_file():
@@ -941,6 +943,8 @@ def export(run_dir: str | Path, out: str | Path, *, quantize: str | None = None,
                                 agreement_floor=agreement_floor, model=model, tokenizer=tokenizer, task=task,
                                 inputs=inputs))
     report["fusion"] = fusion
+    if custom_attention:
+        report["attention"] = custom_attention
     if int8_tried:
         report["int8_schemes_tried"] = int8_tried
         report["int8_selection"] = int8_selection

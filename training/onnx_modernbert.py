@@ -26,6 +26,9 @@ import logging
 
 log = logging.getLogger("halugate.export")
 
+# what export_report.json's "attention" says when the swap below was applied
+MODERNBERT_ATTENTION = "banded local attention + MultiHeadAttention for global layers (training.onnx_modernbert)"
+
 
 def _key_bias(attention_mask, dtype):
     """[batch, L] 0/1 mask -> [batch, 1, 1, L] additive mask (0 kept, finfo.min padded), as transformers builds."""
