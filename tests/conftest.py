@@ -96,15 +96,7 @@ def tiny_modernbert_dir(tmp_path_factory, minilm_dir) -> str:
 @pytest.fixture(scope="session")
 def tiny_exports(tmp_path_factory, minilm_dir) -> dict:
     """Tiny random BERT Sentinel / Detector / Explainer exported to ONNX by training.export: {stage: export dir}."""
-    from detect_helpers import export_tiny, make_run_dir
+    from detect_helpers import tiny_stack
 
-    from inference.labels import DETECTOR_LABELS, EXPLAINER_LABELS, SENTINEL_LABELS
-
-    root = tmp_path_factory.mktemp("tiny-exports")
-    out = {}
-    for stage, task, labels, seed in (("sentinel", "sequence", SENTINEL_LABELS, 1),
-                                      ("detector", "token", DETECTOR_LABELS, 2),
-                                      ("explainer", "sequence", EXPLAINER_LABELS, 3)):
-        run = make_run_dir(root / "runs" / stage, task, labels, minilm_dir, seed)
-        out[stage] = export_tiny(run, root / "export" / stage)
-    return out
+    out = tiny_stack(tmp_path_factory.mktemp("tiny-exports") / "export", minilm_dir)
+    return {stage: out / stage for stage in ("sentinel", "detector", "explainer")}

@@ -156,6 +156,16 @@ class UvicornThread:
         self.stop()
 
 
+def start_service(app, timeout: float = 20.0) -> UvicornThread:
+    """Start an inference.serve app on loopback and wait until its warm-up has finished (ready, or failed)."""
+    server = UvicornThread(app).start()
+    service = app.state.service
+    deadline = time.monotonic() + timeout
+    while not (service.ready or service.ready_error) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return server
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -15,13 +15,12 @@ from __future__ import annotations
 import random
 import shutil
 import textwrap
-import time
 from pathlib import Path
 
 import httpx
 import numpy as np
 import pytest
-from serve_upstream import UvicornThread
+from serve_upstream import UvicornThread, start_service
 
 from inference.detect import HaluGate, main
 from inference.serve import ServeSettings, create_app
@@ -92,11 +91,7 @@ def test_detect_cli_refuses_to_start_naming_the_file(broken, capsys):
 
 def _serve(gate) -> tuple[UvicornThread, str]:
     app = create_app(gate, ServeSettings(), auth_tokens=[])
-    server = UvicornThread(app).start()
-    service = app.state.service
-    deadline = time.monotonic() + 20
-    while not (service.ready or service.ready_error) and time.monotonic() < deadline:
-        time.sleep(0.01)
+    server = start_service(app)
     return server, server.url
 
 

@@ -15,7 +15,7 @@ import httpx
 import openai
 import pytest
 from detect_helpers import FailingRunner, FakeDetector, fakes
-from serve_upstream import EIFFEL_ANSWER, FakeUpstream, UvicornThread
+from serve_upstream import EIFFEL_ANSWER, FakeUpstream, UvicornThread, start_service
 
 from inference.actions import (
     BLOCK_MESSAGE,
@@ -80,13 +80,9 @@ def serve(upstream, minilm_dir):
         cfg.setdefault("upstream", upstream.url)
         api_key = cfg.pop("upstream_api_key", None)
         app = create_app(gate, ServeSettings(**cfg), auth_tokens=auth or [], upstream_api_key=api_key)
-        server = UvicornThread(app).start()
+        server = start_service(app)  # returns once the warm-up is done
         started.append(server)
-        service = app.state.service
-        deadline = time.monotonic() + 20
-        while not (service.ready or service.ready_error) and time.monotonic() < deadline:  # warm-up done
-            time.sleep(0.01)
-        return server.url, service
+        return server.url, app.state.service
 
     yield start
     for server in started:

@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import json
 import socket
-import time
 
 import httpx
 import numpy as np
 import pytest
 from detect_helpers import FakeDetector, fakes
-from serve_upstream import UvicornThread
+from serve_upstream import UvicornThread, start_service
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
@@ -75,10 +74,7 @@ def base(minilm_dir):
     upstream = UvicornThread(Starlette(routes=[Route("/v1/chat/completions", _chat, methods=["POST"])])).start()
     gate = HaluGate(_settings(), **{**fakes(minilm_dir), "detector": FlagEverything(minilm_dir)})
     app = create_app(gate, ServeSettings(upstream=upstream.url + "/v1"), auth_tokens=[])
-    server = UvicornThread(app).start()
-    deadline = time.monotonic() + 20
-    while not (app.state.service.ready or app.state.service.ready_error) and time.monotonic() < deadline:
-        time.sleep(0.01)
+    server = start_service(app)
     yield server.url
     server.stop()
     upstream.stop()

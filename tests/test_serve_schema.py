@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from collections import Counter
 
 import httpx
 import pytest
 from detect_helpers import fakes
-from serve_upstream import UvicornThread
+from serve_upstream import UvicornThread, start_service
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
@@ -69,10 +68,7 @@ def server(minilm_dir):
     upstream = UvicornThread(Starlette(routes=[Route("/v1/chat/completions", _chat, methods=["POST"])])).start()
     gate = HaluGate(header_settings(), **fakes(minilm_dir))
     app = create_app(gate, ServeSettings(upstream=upstream.url + "/v1", max_body_bytes=262_144), auth_tokens=[])
-    service = UvicornThread(app).start()
-    deadline = time.monotonic() + 20
-    while not (app.state.service.ready or app.state.service.ready_error) and time.monotonic() < deadline:
-        time.sleep(0.01)
+    service = start_service(app)
     yield service.url
     service.stop()
     upstream.stop()
