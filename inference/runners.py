@@ -32,6 +32,7 @@ import numpy as np
 import yaml
 
 from inference.formatting import head_tail
+from inference.hardware import cpu_info
 from inference.hub import ONNX_PATTERNS, WEIGHT_PATTERNS, ModelRefError, has_onnx, resolve_model, split_ref
 
 log = logging.getLogger("halugate.inference")
@@ -61,14 +62,8 @@ class Features:
 
 
 def physical_cores() -> int:
-    """Physical CPU cores this process may run on (psutil when installed, else the logical count)."""
-    logical = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    try:
-        import psutil
-
-        return max(1, min(logical, psutil.cpu_count(logical=False) or logical))
-    except ImportError:
-        return max(1, logical)
+    """Physical CPU cores this process may run on (inference.hardware, which every figure names the CPU by)."""
+    return cpu_info().physical_cores
 
 
 def near_ties(logits: np.ndarray, margin: float) -> np.ndarray:

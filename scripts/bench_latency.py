@@ -39,14 +39,13 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from inference.detect import HaluGate
-from inference.hardware import cpu_info
+from inference.hardware import cpu_info, cpu_name
 from inference.labels import DETECTOR_LABELS, EXPLAINER_LABELS, SENTINEL_LABELS
 from inference.result import STAGES
 from inference.runners import Features, physical_cores
 from inference.spans import token_probs_to_spans
 from inference.windowing import join_documents
 from training.export import export as export_model
-from training.hardware import cpu_name
 from training.models import build_model, load_tokenizer, resolve_base_model
 
 STAGE_SPECS = {"sentinel": ("sequence", SENTINEL_LABELS), "detector": ("token", DETECTOR_LABELS),

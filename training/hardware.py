@@ -13,7 +13,7 @@ from __future__ import annotations
 import platform
 import sys
 
-from inference.hardware import cpu_info, cpu_name  # noqa: F401 - cpu_name re-exported for the callers here
+from inference.hardware import cpu_info
 
 
 def hardware() -> str:
