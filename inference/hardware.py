@@ -145,6 +145,3 @@ def cpu_name() -> str:
     """The CPU model name from /proc/cpuinfo (Linux), else what `platform` knows."""
     return cpu_info().model
 
-
-def describe_cpu() -> str:
-    return cpu_info().describe()

@@ -168,18 +168,18 @@ def main() -> int:
     p.add_argument("--skip", nargs="*", default=[], choices=["memory", "resume", "overhead", "ray"])
     args = p.parse_args()
 
-    from inference.hardware import describe_cpu
+    from inference.hardware import cpu_info
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     base = ragtruth_rows(Path(args.data_dir))
-    print(f"hardware: {describe_cpu()}; load average at start: {Path('/proc/loadavg').read_text().split()[:3]}")
+    print(f"hardware: {cpu_info().describe()}; load average at start: {Path('/proc/loadavg').read_text().split()[:3]}")
     print(f"data: {len(base)} RAGTruth answers (ragtruth_test_subset), repeated with new ids; config: "
           f"{args.config or 'configs/inference.yaml'} {' '.join(args.overrides)}; workers {args.workers}, "
           f"shard size {args.shard_size}")
     sizes = {"small": args.small, "large": args.large}
     inputs = {k: write_input(base, n, out / f"{k}.jsonl") for k, n in sizes.items()}
-    report: dict = {"hardware": describe_cpu()}
+    report: dict = {"hardware": cpu_info().describe()}
 
     if "memory" not in args.skip:
         for k, n in sizes.items():

@@ -299,18 +299,10 @@ def bench_lettucedetect(models: dict, inputs: dict, args) -> dict:
     ours.detect(**x0)
     for length in args.lengths:
         x = inputs[length][0]
-        t_ld, t_ours = [], []
-        started = time.perf_counter()
-        for rep in range(args.reps):
-            t = time.perf_counter()
-            ld_spans = ld.predict(context=x["context"], question=x["question"], answer=x["answer"],
-                                  output_format="spans")
-            t_ld.append((time.perf_counter() - t) * 1000)
-            t = time.perf_counter()
-            r = ours.detect(**x)
-            t_ours.append((time.perf_counter() - t) * 1000)
-            if time.perf_counter() - started > args.max_cell_seconds:
-                break
+        (t_ld, ld_spans), (t_ours, r) = interleaved(
+            lambda x=x: ld.predict(context=x["context"], question=x["question"], answer=x["answer"],
+                                   output_format="spans"),
+            lambda x=x: ours.detect(**x), args.reps, args.max_cell_seconds)
         groups = ld.detector._group_passages_into_chunks(x["context"], x["question"], x["answer"])
         a, b = pct(t_ld), pct(t_ours)
         row = {"context_tokens": length, "lettucedetect_ms": a, "ours_ms": b,

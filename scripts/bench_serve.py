@@ -262,7 +262,7 @@ def main() -> int:
     work.mkdir(parents=True, exist_ok=True)
     cpu = cpu_info().describe()  # model name, CPU class, the features that decide speed, cores
     load_before = os.getloadavg()
-    print(f"# inference.serve benchmark: {cpu}, {os.cpu_count()} cores, Python {platform.python_version()}, "
+    print(f"# inference.serve benchmark: {cpu}, Python {platform.python_version()}, "
           f"load average {load_before[0]:.2f} / {load_before[1]:.2f} / {load_before[2]:.2f} at start")
     print(f"# models: {model_note}; every stage runs (thresholds 0); ONNX fp32, 1 intra-op thread; "
           f"overrides: {' '.join(args.overrides) or 'none'}")

@@ -170,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     from bench_serve import process  # the same service start-up and readiness wait as the serve benchmark
     from serve_upstream import free_port
 
-    from inference.hardware import describe_cpu
+    from inference.hardware import cpu_info
 
     models = Path(args.models) if args.models else tiny_models()
     config = REPO / "runs" / "soak-serve" / "inference.yaml"
@@ -184,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
             "nli_model": {"model_id": str(models / "explainer")}},
         "serve": {"max_body_bytes": MAX_BODY}}))
 
-    print(f"# soak_serve: {describe_cpu()}, Python "
+    print(f"# soak_serve: {cpu_info().describe()}, Python "
           f"{platform.python_version()}, load average at start {Path('/proc/loadavg').read_text().split()[:3]}")
     print(f"# models: {models}; requests {args.requests} after {args.warmup} warm-up, concurrency "
           f"{args.concurrency}; mix per 10: 4 plain, 3 streamed, 1 /v1/detect, 2 malformed")

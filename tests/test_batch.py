@@ -16,12 +16,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from detect_helpers import export_tiny, make_run_dir
 
 from inference.aggregate import Tally, wilson_interval
 from inference.batch import io as bio
 from inference.batch.cli import main
-from inference.labels import DETECTOR_LABELS, EXPLAINER_LABELS, SENTINEL_LABELS
 
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
@@ -43,19 +41,14 @@ def _config(tiny_root: Path, path: Path, **detector) -> Path:
 
 
 @pytest.fixture(scope="session")
-def tiny_exports(tmp_path_factory, minilm_dir) -> Path:
-    root = tmp_path_factory.mktemp("batch-tiny")
-    for stage, task, labels, seed in (("sentinel", "sequence", SENTINEL_LABELS, 1),
-                                      ("detector", "token", DETECTOR_LABELS, 2),
-                                      ("explainer", "sequence", EXPLAINER_LABELS, 3)):
-        run = make_run_dir(root / "runs" / stage, task, labels, minilm_dir, seed)
-        export_tiny(run, root / "export" / stage)
-    return root / "export"
+def tiny_root(tiny_exports) -> Path:
+    """The folder of conftest's tiny Sentinel / Detector / Explainer exports."""
+    return tiny_exports["detector"].parent
 
 
 @pytest.fixture(scope="session")
-def config(tiny_exports, tmp_path_factory) -> Path:
-    return _config(tiny_exports, tmp_path_factory.mktemp("batch-config") / "inference.yaml")
+def config(tiny_root, tmp_path_factory) -> Path:
+    return _config(tiny_root, tmp_path_factory.mktemp("batch-config") / "inference.yaml")
 
 
 def rows(n: int, start: int = 0) -> list[dict]:
@@ -160,8 +153,8 @@ def test_column_mapping_and_messages(config, tmp_path):
     assert run_cli(config, tmp_path / "m.parquet", tmp_path / "bad2") == 2  # neither answer nor messages
 
 
-def test_bad_rows_are_invalid_and_never_stop_the_run(tiny_exports, tmp_path, capsys):
-    cfg = _config(tiny_exports, tmp_path / "cfg.yaml", max_context_tokens=64)
+def test_bad_rows_are_invalid_and_never_stop_the_run(tiny_root, tmp_path, capsys):
+    cfg = _config(tiny_root, tmp_path / "cfg.yaml", max_context_tokens=64)
     good = rows(3)
     items = [good[0], {"id": "no-answer", "context": CONTEXT}, {"id": "int-answer", "answer": 5},
              {"id": "bad-context", "context": {"a": 1}, "answer": "x y"}, "{not json", "[1, 2]",
@@ -232,9 +225,9 @@ def test_a_rerun_with_another_config_is_refused(config, tmp_path, capsys):
     assert run_cli(config, inp, tmp_path / "lim", "--limit", "4", "--shard-size", "2", "--no-report") == 2
 
 
-def test_a_model_that_does_not_load_stops_the_run_before_any_row(tiny_exports, tmp_path, capsys):
-    cfg = _config(tiny_exports, tmp_path / "cfg.yaml")
-    cfg.write_text(cfg.read_text().replace(str(tiny_exports / "detector"), str(tmp_path / "no-such-detector")))
+def test_a_model_that_does_not_load_stops_the_run_before_any_row(tiny_root, tmp_path, capsys):
+    cfg = _config(tiny_root, tmp_path / "cfg.yaml")
+    cfg.write_text(cfg.read_text().replace(str(tiny_root / "detector"), str(tmp_path / "no-such-detector")))
     inp = write_jsonl(tmp_path / "a.jsonl", rows(4))
     assert run_cli(cfg, inp, tmp_path / "out") == 2  # not 4 rows of `unavailable`
     assert "detector model failed to load" in capsys.readouterr().err

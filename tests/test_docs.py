@@ -23,7 +23,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 
-# The same expression as the review's `git grep -i -E`, plus the hyphenated spellings ("round-12" style).
+# The same expression as the review's `git grep -i -E`, plus its hyphenated spellings.
 WORK_ROUND = re.compile("sessions? [0-9]+|issues? #?[0-9]+|session-[0-9]+|issue-[0-9]+", re.IGNORECASE)
 SKIP_DIRS = {".git", ".venv", "runs", "node_modules", "__pycache__", ".pytest_cache", ".ruff_cache", ".gpu"}
 SKIP_SUFFIXES = {".png", ".jpg", ".gif", ".onnx", ".safetensors", ".zip", ".gz", ".tgz", ".parquet", ".pyc"}

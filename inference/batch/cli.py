@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import platform
 import shlex
 import sys
 import time
@@ -35,6 +34,7 @@ from inference.batch.io import (
     write_shard,
 )
 from inference.config import ConfigError, to_dict
+from inference.hardware import cpu_info
 from inference.settings import default_config_path, load_settings
 from inference.stages import pipeline
 
@@ -115,15 +115,6 @@ def _settings(args):
     return settings
 
 
-def _hardware() -> str:
-    try:
-        from inference.hardware import describe_cpu
-
-        return describe_cpu()
-    except ImportError:
-        return platform.processor() or platform.machine()
-
-
 def run(args) -> dict:
     out = Path(args.output)
     if args.shard_size < 1 or args.workers < 0 or (args.limit is not None and args.limit < 0):
@@ -193,7 +184,7 @@ def run(args) -> dict:
             "shards_before": len(done), "shards_written": written["shards"], "rows_scored": written["rows"],
             "seconds": round(seconds, 2),
             "rows_per_s": round(written["rows"] / seconds, 2) if written["rows"] and seconds else None,
-            "hardware": _hardware(), "command": "python -m inference.batch " + shlex.join(sys.argv[1:])}
+            "hardware": cpu_info().describe(), "command": "python -m inference.batch " + shlex.join(sys.argv[1:])}
     (out / RUN_NAME).write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
     return info
 
