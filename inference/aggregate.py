@@ -42,11 +42,6 @@ def wilson_interval(num: int, den: int, confidence: float = 0.95, digits: int = 
     return [round(float(ci.low), digits), round(float(ci.high), digits)]
 
 
-def proportion(num: int, den: int) -> dict:
-    """{k, n, rate, ci95} for reports."""
-    return {"k": int(num), "n": int(den), "rate": rate(num, den), "ci95": wilson_interval(num, den)}
-
-
 def verdict_of_result(status: str, hallucination_detected: bool | None) -> str:
     """The verdict of one detection result (its `status` and `hallucination_detected` fields)."""
     if status == "ok":

@@ -43,6 +43,7 @@ from pathlib import Path
 import numpy as np
 
 from inference.hardware import CpuInfo, cpu_info
+from inference.runners import FALLBACK_FILE
 
 log = logging.getLogger("halugate.inference")
 
@@ -211,7 +212,7 @@ def fallback_share(model_dir: str | Path) -> float:
     """The share of inputs an int8 sequence classifier with an fp32 fallback (int8_fallback.json) sends to fp32 as
     well, from its export's parity check (export_report.json: parity.int8.fallback_rate); 0 without a fallback."""
     model_dir = Path(model_dir)
-    if not (model_dir / "int8_fallback.json").is_file():
+    if not (model_dir / FALLBACK_FILE).is_file():
         return 0.0
     try:
         rate = json.loads((model_dir / "export_report.json").read_text(encoding="utf-8"))["parity"]["int8"][

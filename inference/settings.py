@@ -167,9 +167,9 @@ class ExplainerSettings(ModelSettings):
 class MitigationSettings:
     enabled: bool = True
     backend: Literal["onnx", "torch"] = "onnx"
-    precision: Literal["auto", "fp32", "int8"] = "auto"  # auto: where the export shipped int8 (it passed its
-                                                          # agreement check), the faster of int8 and fp32 on
-                                                          # this CPU (inference.precision), else fp32
+    precision: Literal["auto", "fp32", "int8"] = "auto"  # auto: the faster of fp32 and int8 on this CPU, timed
+                                                          # once and cached (inference.precision); int8 only
+                                                          # where the export shipped it, else fp32
     fail_mode: Literal["open", "closed"] = "open"
     num_threads: int = 0                   # onnxruntime / torch intra-op threads; 0 = the physical cores
     spin_wait: bool = False                # onnxruntime threads spin between ops. Off: the stack runs three

@@ -18,7 +18,7 @@ import re
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 
-from inference.aggregate import Tally, wilson_interval
+from inference.aggregate import CHECKED, Tally, wilson_interval
 from inference.aggregate import rate as _rate
 
 from .runner import VERDICTS
@@ -44,7 +44,7 @@ def compute_metrics(entries: Sequence[dict]) -> dict:
     unknown = set(verdicts) - set(VERDICTS)
     if unknown:
         raise ValueError(f"unknown verdicts {sorted(unknown)} in the records")
-    checked_entries = [e for e in entries if e["verdict"] in ("hallucinated", "clean")]
+    checked_entries = [e for e in entries if e["verdict"] in CHECKED]
     checked = len(checked_entries)
     hallucinated = verdicts["hallucinated"]
     scored = checked + verdicts["skipped"]
@@ -114,7 +114,7 @@ def _reference_block(entries: Sequence[dict]) -> dict | None:
     Detector on generated answers; containment is a rough proxy for correctness)."""
     rows = [(reference_match(e.get("answer"), e.get("reference_answer")), e["verdict"]) for e in entries
             if e.get("reference_answer")]
-    rows = [(m, v) for m, v in rows if m is not None and v in ("hallucinated", "clean")]
+    rows = [(m, v) for m, v in rows if m is not None and v in CHECKED]
     if not rows:
         return None
     out = {}
@@ -128,7 +128,7 @@ def _reference_block(entries: Sequence[dict]) -> dict | None:
 def _gold_block(entries: Sequence[dict]) -> dict | None:
     """Response level against gold spans (records that carry them): hallucinated = at least one span."""
     rows = [(int(bool(e["gold_spans"])), int(e["verdict"] == "hallucinated")) for e in entries
-            if e.get("gold_spans") is not None and e["verdict"] in ("hallucinated", "clean")]
+            if e.get("gold_spans") is not None and e["verdict"] in CHECKED]
     if not rows:
         return None
     from sklearn.metrics import accuracy_score, precision_recall_fscore_support

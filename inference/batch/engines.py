@@ -32,7 +32,6 @@ from inference.batch.io import (
     schema,
 )
 from inference.messages import InputError, parse_input
-from inference.windowing import InputTooLongError
 
 log = logging.getLogger("halugate.batch")
 _WHERE = re.compile(r"^inputs\[\d+\]\.?:?\s*")
@@ -60,7 +59,7 @@ def _detect(gate, items: list) -> list:
         return []
     try:
         return gate.detect_batch(items)
-    except (InputError, InputTooLongError, ValueError, TypeError) as exc:
+    except (ValueError, TypeError) as exc:  # InputError and InputTooLongError are ValueErrors
         if len(items) == 1:
             return [invalid_record(_WHERE.sub("", str(exc)))]
         fault = exc

@@ -28,8 +28,6 @@ from typing import Any
 
 FORMATS = ("jsonl", "json", "csv", "parquet", "datasets")
 SHARDS = "shards"
-DEFAULT_COLUMNS = {"id": "id", "context": "context", "question": "question", "answer": "answer",
-                   "messages": "messages", "task_type": "task_type"}
 
 
 class BatchError(ValueError):

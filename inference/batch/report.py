@@ -15,7 +15,7 @@ import json
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from inference.aggregate import Tally, highlight, verdict_of_result
+from inference.aggregate import CHECKED, Tally, highlight, verdict_of_result
 from inference.batch.io import BatchError, need, shard_paths
 
 BINS = 20  # score histogram bins over [0, 1]
@@ -73,7 +73,7 @@ def collect(out_dir: Path, group_by: list[str], top_k: int = 10) -> dict:
                 skip_reasons[rec["reason"] or "(none)"] += 1
             elif verdict == "invalid":
                 invalid_reasons[_reason_key(rec["reason"])] += 1
-            if verdict in ("hallucinated", "clean"):
+            if verdict in CHECKED:
                 spans_hist[min(len(spans), MAX_SPANS_BIN)] += 1
                 score = rec["hallucination_score"]
                 if score is not None:

@@ -19,6 +19,8 @@ HOP_BY_HOP = frozenset({
     "connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer", "trailers",
     "transfer-encoding", "upgrade", "host", "content-length", "content-encoding", "accept-encoding",
 })
+# upstream response headers the proxy never passes on (it sets its own content type, date and server)
+_NOT_PASSED = HOP_BY_HOP | {"content-type", "date", "server"}
 SERVICE_HEADERS = frozenset({"x-halugate-api-key"})
 
 
@@ -44,7 +46,7 @@ def response_headers(headers) -> dict[str, str]:
     out: dict[str, str] = {}
     for k, v in items:
         key = k.lower()
-        if key in HOP_BY_HOP | {"content-type", "date", "server"} or any(c in v for c in "\r\n\0"):
+        if key in _NOT_PASSED or any(c in v for c in "\r\n\0"):
             continue
         out[key] = f"{out[key]}, {v}" if key in out else v
     return out
